@@ -1,0 +1,818 @@
+"""ragen-mini: multi-turn RL for LLM agents (RAGEN / StarPO) on one GPU, in one file you can read.
+
+    python ragen_mini.py --config config.yaml                      # the paper's StarPO-S setup
+    python ragen_mini.py --config configs/tiny.yaml env.name=bandit # offline, on a laptop CPU
+
+One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
+  1. ROLLOUT   P prompts (env seeds) x N samples; each trajectory is a multi-turn conversation: the model
+               answers `<think>..</think><answer>a || b</answer>`, the env executes the actions and
+               the reward and next state come back as the next user message.        -> rollout()
+  2. FILTER    StarPO-S keeps the groups whose N rewards disagree most.             -> starpo.select_groups_by_reward_std
+  3. SCORE     log-probs of the sampled tokens, critic values, the reference.       -> score_batch()
+  4. ADVANTAGE GAE over the whole conversation (PPO) or group-normalised (GRPO).    -> compute_advantages()
+  5. UPDATE    clipped policy loss + value loss over mini-batches.                  -> update()
+The algorithms live in starpo.py, the environments in envs.py; this file is the plumbing around them.
+"""
+import argparse
+import copy
+import difflib
+import json
+import math
+import os
+import random
+import shutil
+import socket
+import sys
+import time
+import warnings
+from types import SimpleNamespace
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+import yaml
+from tqdm import tqdm
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+import plots
+import starpo
+import tiny
+from baselines import random_turn_actions
+from envs import make_env, parse_answer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SYSTEM_PROMPT = "You're a helpful assistant."
+
+
+# ======================================================================================================
+# Config: config.yaml next to this file is the schema (every key, its type, its default); a user config
+# file and `section.key=value` overrides are laid over it, and any unknown key or wrong type stops the
+# program before a model is loaded.
+# ======================================================================================================
+class ConfigError(ValueError):
+    pass
+
+
+def _set_key(cfg, schema, dotted, value, source):
+    *sections, key = dotted.split(".")
+    node, spec = cfg, schema
+    for part in sections + [key]:
+        if not isinstance(spec, dict) or part not in spec:
+            valid = sorted(_flat_keys(schema))
+            hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
+            raise ConfigError(f"{source}: unknown config key '{dotted}'"
+                              + (f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(valid)}"))
+        if part != key:
+            node, spec = node[part], spec[part]
+    default = spec[key]
+    if isinstance(default, dict) and key != "kwargs":  # a whole section given as a mapping: recurse
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{dotted}' is a section; give its keys, e.g. {dotted}.<key>=...")
+        for sub, sub_value in value.items():
+            _set_key(cfg, schema, f"{dotted}.{sub}", sub_value, source)
+        return
+    if isinstance(default, bool) != isinstance(value, bool) or not (
+            isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))):
+        raise ConfigError(f"{source}: '{dotted}' must be {type(default).__name__} (like {default!r}), "
+                          f"got {value!r} ({type(value).__name__})")
+    node[key] = float(value) if isinstance(default, float) else value
+
+
+def _flat_keys(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "kwargs":
+            yield from _flat_keys(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key
+
+
+def load_config(path=None, overrides=()):
+    """Schema defaults <- config file <- command-line overrides, then sanity checks. Returns a dict."""
+    with open(os.path.join(HERE, "config.yaml")) as f:
+        schema = yaml.safe_load(f)
+    cfg = copy.deepcopy(schema)
+    if path:
+        try:
+            with open(path) as f:
+                user = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as error:
+            raise ConfigError(f"cannot read config file {path}: {error}") from None
+        for key, value in user.items():
+            _set_key(cfg, schema, key, value, path)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like section.key=value")
+        key, text = item.split("=", 1)
+        _set_key(cfg, schema, key, yaml.safe_load(text) if text else "", "command line")
+    check_config(cfg)
+    return cfg
+
+
+def check_config(cfg):
+    """Impossible settings fail here, with the reason, before any model loads."""
+    r, a = cfg["rollout"], cfg["algo"]
+    rules = [
+        (cfg["env"]["name"] in ("bandit", "sokoban", "frozenlake"), "env.name must be bandit, sokoban or frozenlake"),
+        (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
+        (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
+        (r["cache"] in ("dynamic", "static"), "rollout.cache must be dynamic or static"),
+        (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
+        (0 < a["filter_ratio"] <= 1, "algo.filter_ratio must be in (0, 1]"),
+        (r["groups"] >= 1 and r["group_size"] >= 1, "rollout.groups and rollout.group_size must be >= 1"),
+        (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
+        (1 <= a["micro_batch_size"] <= a["mini_batch_size"], "need 1 <= algo.micro_batch_size <= algo.mini_batch_size"),
+        (r["temperature"] > 0 and cfg["eval"]["temperature"] >= 0, "temperatures must be > 0 (eval: >= 0, 0 = greedy)"),
+        (0 <= r["min_new_tokens"] <= r["max_new_tokens"], "need 0 <= rollout.min_new_tokens <= rollout.max_new_tokens"),
+        (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
+        (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
+        (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
+         "env budgets must be >= 1"),
+        (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
+    if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
+    if r["cache"] == "static" and not torch.cuda.is_available():
+        raise ConfigError("rollout.cache=static compiles the decoder and needs a CUDA GPU; use rollout.cache=dynamic")
+    kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
+    if a["mini_batch_size"] > kept:
+        raise ConfigError(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
+                          "iteration (groups x group_size x filter_ratio)")
+
+
+def namespace(tree):
+    """cfg['rollout']['temperature'] -> cfg.rollout.temperature (env.kwargs stays a dict)."""
+    return SimpleNamespace(**{k: namespace(v) if isinstance(v, dict) and k != "kwargs" else v
+                              for k, v in tree.items()})
+
+
+# ======================================================================================================
+# Models: the actor (the LLM), the critic (a second copy of the base model with a scalar value head) and,
+# only when a KL coefficient is set, a frozen reference.
+# ======================================================================================================
+class Critic(torch.nn.Module):
+    """V(prefix) for every position: the base transformer's last hidden state -> one number."""
+
+    def __init__(self, backbone, hidden_size):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.value_head.weight)  # start at V = 0: no made-up baseline at iteration 0
+        torch.nn.init.zeros_(self.value_head.bias)
+
+
+def env_corpus(cfg, num_seeds=64):
+    """Every kind of text the in-process tokenizer will see: prompts, observations and answers of all
+    three envs (random play), so that BPE merges them into few tokens."""
+    corpus, rng = [], random.Random(0)
+    for name in ("bandit", "sokoban", "frozenlake"):
+        for seed in range(num_seeds):
+            env = make_env(name)
+            observation, _ = env.reset(seed)
+            corpus.append(SYSTEM_PROMPT + first_user_message(env, cfg)
+                          + turn_message(1, observation, env.max_actions, cfg))
+            for turn in range(2, 4):
+                actions = random_turn_actions(rng, env.actions, 3)
+                corpus.append(f"</think><answer>{' || '.join(actions)}</answer>")
+                for action in actions:
+                    observation, reward, terminated, truncated, _ = env.step(action)
+                    if terminated or truncated:
+                        break
+                corpus.append(f"Reward:\n{reward:g}\n" + turn_message(turn, observation, 5, cfg))
+                if terminated or truncated:
+                    break
+    return corpus
+
+
+def hub_reachable(timeout=5.0):
+    """One TCP connect to the hub; transformers itself retries for ~50 s before giving up offline."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def load_models(cfg, device):
+    """Returns (tokenizer, actor). The critic and reference are built after the format warm-up."""
+    name = cfg.model.name
+    if name in tiny.IN_PROCESS_MODELS:
+        tokenizer = tiny.build_tokenizer(env_corpus(cfg), cfg.model.tokenizer_vocab)
+        actor = AutoModelForCausalLM.from_config(tiny.model_config(name, len(tokenizer)))
+    else:
+        local = os.path.isdir(name)
+        try:
+            if not local and not hub_reachable():  # the weights may still sit in the local HF cache
+                kwargs = dict(local_files_only=True)
+            else:
+                kwargs = {}
+            tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
+            actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
+        except (OSError, ValueError) as error:
+            raise SystemExit(
+                f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n"
+                "  - offline? download it elsewhere (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct --local-dir "
+                "DIR), copy DIR here and pass model.name=DIR\n"
+                "  - or train the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
+    if cfg.model.gradient_checkpointing:
+        actor.gradient_checkpointing_enable()
+    return tokenizer, actor.to(device)
+
+
+def build_critic(cfg, actor, device):
+    if not cfg.model.critic or cfg.algo.estimator != "gae":
+        return None
+    if cfg.model.name in tiny.IN_PROCESS_MODELS:  # same start as the actor, as the paper's critic
+        backbone = copy.deepcopy(actor.base_model)
+    else:
+        backbone = AutoModel.from_pretrained(cfg.model.name, dtype=torch.float32)
+        if cfg.model.gradient_checkpointing:
+            backbone.gradient_checkpointing_enable()
+    return Critic(backbone, actor.config.hidden_size).to(device)
+
+
+# ======================================================================================================
+# Multi-turn rollout (paper section 3, Figure 2): every live trajectory advances one turn per batched
+# `generate` call. A trajectory is kept as the exact token ids the model saw and produced, with
+# response_mask = 1 only on tokens the model sampled (REFERENCE pitfalls 5-7).
+# ======================================================================================================
+def new_env(cfg):
+    """The configured env; Bandit has no action budget to set (one pull ends it)."""
+    budget = {} if cfg.env.name == "bandit" else {"max_actions": cfg.env.max_actions}
+    return make_env(cfg.env.name, **budget, **cfg.env.kwargs)
+
+
+def first_user_message(env, cfg):
+    symbols = "".join(f"\n{symbol}: {meaning}" for symbol, meaning in env.symbols.items())
+    return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
+            + f"Valid actions: {', '.join(env.actions)}.\n"
+            + f"You can make up to {min(cfg.env.max_actions_per_turn, env.max_actions)} actions per turn, "
+            + "separated by ' || '.\n")
+
+
+def turn_message(turn, observation, actions_left, cfg):
+    answer = "<think> [your thoughts] </think> <answer> [your answer] </answer>" if cfg.rollout.think \
+        else "<answer> [your answer] </answer>"
+    return (f"Turn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. "
+            f"Always output: {answer} with no extra text. Max response length: {cfg.rollout.max_new_tokens} tokens.")
+
+
+def chat_pieces(tokenizer):
+    """Read off the model's own chat template: the text that closes an assistant turn and opens the next
+    user turn, and the text that closes that user turn and opens the assistant's (ChatML: "<|im_end|>\\n
+    <|im_start|>user\\n" and "<|im_end|>\\n<|im_start|>assistant\\n")."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "@U@"},
+         {"role": "assistant", "content": "@A@"}, {"role": "user", "content": "@B@"}],
+        add_generation_prompt=True, tokenize=False)
+    return text[text.index("@A@") + 3:text.index("@B@")], text[text.index("@B@") + 3:]
+
+
+def rollout(policy, tokenizer, cfg, seeds, group_ids):
+    """Play one trajectory per seed, all in lock-step, one `policy` call per turn.
+
+    `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM's
+    `generate`, or scripted random answers for the format warm-up). Returns one dict per trajectory:
+    ids / mask (what the model saw; 1 = sampled by the model), reward (env rewards + format penalties),
+    success, turns (think, actions, reward per turn) and counters for the metrics.
+    """
+    prefix = "<think>" if cfg.rollout.think else "<answer>"  # forced start of every answer (REFERENCE 2)
+    close_assistant, open_assistant = chat_pieces(tokenizer)
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    trajectories = []
+    for seed, group in zip(seeds, group_ids):
+        env = new_env(cfg)
+        observation, _ = env.reset(int(seed))
+        first = first_user_message(env, cfg) + turn_message(1, observation, env.max_actions, cfg)
+        prompt = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT},
+                                                {"role": "user", "content": first}],
+                                               add_generation_prompt=True, tokenize=False) + prefix
+        ids = encode(prompt)
+        trajectories.append(dict(env=env, seed=int(seed), group=int(group), ids=ids, mask=[0] * len(ids),
+                                 turns=[], reward=0.0, success=False, done=False, actions_left=env.max_actions,
+                                 num_actions=0, num_effective=0, response_tokens=0, think_tokens=0))
+    per_turn = min(cfg.env.max_actions_per_turn, trajectories[0]["env"].max_actions)
+    for turn in range(1, cfg.env.max_turns + 1):
+        live = [t for t in trajectories if not t["done"]]
+        if not live:
+            break
+        for t, response in zip(live, policy([t["ids"] for t in live])):
+            answer = tokenizer.decode(response, skip_special_tokens=True)
+            parsed = parse_answer(prefix + answer, t["env"].actions, per_turn, require_think=cfg.rollout.think)
+            turn_reward = 0.0 if parsed.format_ok else cfg.env.format_penalty
+            executed, ended = [], False
+            for action in parsed.actions[:t["actions_left"]]:  # past the trajectory budget: dropped
+                _, reward, terminated, truncated, info = t["env"].step(action)
+                executed.append(action)
+                turn_reward += reward
+                t["num_effective"] += int(info["effective"])
+                t["success"] = info["success"]
+                if terminated or truncated:  # the episode ended mid-turn: the rest are skipped
+                    ended = True
+                    break
+            t["actions_left"] -= len(executed)
+            t["num_actions"] += len(executed)
+            t["reward"] += turn_reward
+            t["ids"] = t["ids"] + response
+            t["mask"] = t["mask"] + [1] * len(response)
+            t["response_tokens"] += len(response)
+            t["think_tokens"] += len(encode(parsed.think))
+            t["turns"].append(dict(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
+            t["done"] = ended or turn == cfg.env.max_turns
+            if t["done"]:
+                continue
+            # The env's reply becomes the next user message. A reply cut by max_new_tokens has no
+            # end-of-turn token yet: the template's closing text supplies it (not trained on).
+            stopped = len(response) > 0 and response[-1] == tokenizer.eos_token_id
+            closing = close_assistant[len(tokenizer.eos_token):] if stopped else close_assistant
+            segment = encode(f"{closing}Reward:\n{turn_reward:g}\n"
+                             f"{turn_message(turn + 1, t['env'].render(), t['actions_left'], cfg)}{open_assistant}{prefix}")
+            if len(t["ids"]) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
+                t["done"] = True  # the next turn might not fit the context window
+                continue
+            t["ids"] = t["ids"] + segment
+            t["mask"] = t["mask"] + [0] * len(segment)
+    for t in trajectories:
+        del t["env"]
+    return trajectories
+
+
+def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
+    """The LLM as a policy: left-pad the contexts and sample one turn with one `generate` call."""
+    static = cfg.rollout.cache == "static"
+
+    @torch.no_grad()
+    def policy(contexts):
+        rows = len(contexts)
+        if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
+            contexts = contexts + [contexts[0]] * (batch_size - rows)
+        width = max(map(len, contexts))
+        if static:  # ... and a few prompt widths only
+            width = -(-width // cfg.rollout.length_bucket) * cfg.rollout.length_bucket
+        input_ids = torch.full((len(contexts), width), tokenizer.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for i, context in enumerate(contexts):  # left padding: every row's next token is at column `width`
+            input_ids[i, width - len(context):] = torch.tensor(context)
+            attention_mask[i, width - len(context):] = 1
+        sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
+            else dict(do_sample=False)
+        extra = dict(cache_implementation="static", max_cache_len=cfg.rollout.max_context + cfg.rollout.length_bucket) \
+            if static else {}
+        # Pass every sampler knob: generate() would otherwise apply the model's generation_config
+        # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
+        out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
+                             max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
+                             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                             repetition_penalty=1.0, **sampling, **extra)
+        responses = []
+        for row in out[:rows, width:].tolist():  # one host transfer per turn
+            # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.
+            responses.append(row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row)
+        return responses
+
+    return policy
+
+
+def random_policy(tokenizer, cfg, rng):
+    """Scripted answers with uniformly random actions (the format warm-up's teacher)."""
+    prefix_close = "</think><answer>" if cfg.rollout.think else ""
+
+    def policy(contexts):
+        env = new_env(cfg)
+        per_turn = min(cfg.env.max_actions_per_turn, env.max_actions)
+        answers = [f"{prefix_close}{' || '.join(random_turn_actions(rng, env.actions, per_turn))}</answer>"
+                   for _ in contexts]
+        return [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
+
+    return policy
+# ======================================================================================================
+# Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
+# Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
+# because the logits at position t predict token t+1 (REFERENCE pitfall 4).
+# ======================================================================================================
+def collate(trajectories, pad_id, device):
+    """Right-pad the kept trajectories into tensors."""
+    width = max(len(t["ids"]) for t in trajectories)
+    input_ids = torch.full((len(trajectories), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(trajectories), width), dtype=torch.long)
+    sampled = torch.zeros((len(trajectories), width))
+    for i, t in enumerate(trajectories):
+        input_ids[i, :len(t["ids"])] = torch.tensor(t["ids"])
+        attention_mask[i, :len(t["ids"])] = 1
+        sampled[i, :len(t["ids"])] = torch.tensor(t["mask"], dtype=torch.float)
+    return dict(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                response_mask=sampled[:, 1:].to(device),  # (B, T-1): 1 where token t+1 was sampled
+                scores=torch.tensor([t["reward"] for t in trajectories], device=device),  # (B,)
+                group_ids=torch.tensor([t["group"] for t in trajectories], device=device))  # (B,)
+
+
+def hidden_states(backbone, input_ids, attention_mask):
+    """(b, T, H) last hidden states. Position ids are passed explicitly (REFERENCE pitfall 3)."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+
+
+def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk=4096):
+    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only. -> two (b, T-1).
+
+    The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
+    only for response tokens, chunk by chunk, and with gradients the chunk is recomputed in backward
+    (checkpoint) instead of stored, so memory holds the hidden states alone (REFERENCE pitfall 11).
+    The temperature is the sampler's: the ratio must compare the very distribution that sampled.
+    """
+    hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
+    at = response_mask.bool()
+    flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
+    lm_head = actor.get_output_embeddings()
+
+    def chunk_fn(h, y):
+        logits = lm_head(h).float() / temperature  # (c, V)
+        logp = logits.gather(-1, y[:, None]).squeeze(-1) - logits.logsumexp(-1)
+        return logp, (starpo.entropy_from_logits(logits) if with_entropy else torch.zeros_like(logp))
+
+    pieces = []
+    for start in range(0, len(targets), chunk):
+        args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
+        pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
+                      if torch.is_grad_enabled() else chunk_fn(*args))
+    logp = torch.zeros(response_mask.shape, device=hidden.device)
+    entropy = torch.zeros(response_mask.shape, device=hidden.device)
+    if pieces:
+        logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
+        entropy = entropy.masked_scatter(at, torch.cat([p[1] for p in pieces]))
+    return logp, entropy
+
+
+def token_values(critic, input_ids, attention_mask, response_mask):
+    """V at every response position -> (b, T-1): the value of the state before token t+1 is sampled."""
+    hidden = hidden_states(critic.backbone, input_ids, attention_mask)[:, :-1]
+    values = critic.value_head(hidden[response_mask.bool()]).squeeze(-1).float()  # (n,)
+    return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
+
+
+def micro_batches(batch, indices, size):
+    """Slices of the batch, each trimmed to its own longest row (right padding makes this a crop)."""
+    for start in range(0, len(indices), size):
+        rows = indices[start:start + size]
+        width = int(batch["attention_mask"][rows].sum(-1).max())
+        yield rows, batch["input_ids"][rows, :width], batch["attention_mask"][rows, :width], \
+            batch["response_mask"][rows, :width - 1]
+
+
+def autocast(device):
+    """bf16 matmuls on the GPU, float32 weights and losses (tiny updates like 1e-6 survive in float32)."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+
+
+@torch.no_grad()
+def score_batch(batch, actor, critic, reference, cfg, device):
+    """Adds old_logp, values and ref_logp (B, T-1) to the batch: the rollout policy's numbers."""
+    B, width = batch["response_mask"].shape
+    for name in ("old_logp", "values", "ref_logp"):
+        batch[name] = torch.zeros((B, width), device=device)
+    for rows, ids, attention, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size):
+        with autocast(device):
+            batch["old_logp"][rows, :mask.shape[1]] = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, False)[0]
+            if critic is not None:
+                batch["values"][rows, :mask.shape[1]] = token_values(critic, ids, attention, mask)
+            if reference is not None:
+                batch["ref_logp"][rows, :mask.shape[1]] = token_logprobs(reference, ids, attention, mask, cfg.rollout.temperature, False)[0]
+
+
+# ======================================================================================================
+# Advantages (paper section 3.2): the trajectory's summed reward sits on its last generated token.
+# PPO: GAE over the whole multi-turn token sequence, skipping observation tokens, then whitening.
+# GRPO: the trajectory's reward normalised within its group, on every one of its tokens.
+# ======================================================================================================
+def compute_advantages(batch, cfg):
+    mask = batch["response_mask"]  # (B, T-1)
+    last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(-1)  # (B,) last sampled token
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[torch.arange(len(last)), last] = batch["scores"]
+    kl = starpo.kl_estimate(batch["old_logp"], batch["ref_logp"], "k1") * mask if cfg.algo.kl_coef > 0 else None
+    if cfg.algo.estimator == "gae":
+        if kl is not None:  # PPO puts the KL penalty inside the reward (k1), never also in the loss
+            token_rewards = token_rewards - cfg.algo.kl_coef * kl
+        advantages, returns = starpo.compute_gae(token_rewards, batch["values"], mask, cfg.algo.gamma, cfg.algo.lam)
+        batch["advantages"] = starpo.masked_whiten(advantages, mask)
+        batch["returns"] = returns
+    else:
+        per_trajectory = starpo.compute_grpo_advantages(batch["scores"], batch["group_ids"],
+                                                        normalize_by_std=cfg.algo.grpo_std_normalize)  # (B,)
+        batch["advantages"] = per_trajectory[:, None] * mask
+        batch["returns"] = torch.zeros_like(mask)
+    return {} if kl is None else {"train/kl_ref": float(starpo.masked_mean(kl, mask))}
+
+
+# ======================================================================================================
+# Update: PPO epochs over mini-batches; each mini-batch is accumulated over micro-batches whose losses
+# are normalised by the mini-batch's token count, so their sum is exactly the mini-batch token mean
+# (REFERENCE pitfall 8). Actor and critic have their own optimisers and gradient clipping.
+# ======================================================================================================
+def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
+    B = batch["response_mask"].shape[0]
+    sums, counts = {}, {}
+
+    def log(name, value):
+        sums[name] = sums.get(name, 0.0) + float(value)
+        counts[name] = counts.get(name, 0) + 1
+
+    for _ in range(cfg.algo.ppo_epochs):
+        order = torch.randperm(B, generator=generator).to(device)
+        for start in range(0, B, cfg.algo.mini_batch_size):
+            mini = order[start:start + cfg.algo.mini_batch_size]
+            num_tokens = batch["response_mask"][mini].sum().clamp(min=1)  # the loss normaliser
+            actor_opt.zero_grad(set_to_none=True)
+            if critic is not None:
+                critic_opt.zero_grad(set_to_none=True)
+            for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+                width = mask.shape[1]
+                take = lambda name: batch[name][rows, :width]
+                with autocast(device):
+                    logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
+                pg_loss, pg_metrics = starpo.policy_loss(logp, take("old_logp"), take("advantages"), mask,
+                                                         cfg.algo.clip_low, cfg.algo.clip_high,
+                                                         dual_clip=cfg.algo.dual_clip or None, loss_normalizer=num_tokens)
+                loss = pg_loss
+                if cfg.algo.entropy_coef > 0:  # entropy bonus: a brake on the collapse of exploration
+                    loss = loss - cfg.algo.entropy_coef * (entropy * mask).sum() / num_tokens
+                if cfg.algo.kl_coef > 0 and cfg.algo.estimator == "grpo":  # GRPO: k3 inside the loss
+                    loss = loss + cfg.algo.kl_coef * (starpo.kl_estimate(logp, take("ref_logp"), "k3") * mask).sum() / num_tokens
+                loss.backward()
+                log("train/policy_loss", pg_loss.detach())
+                log("train/entropy", starpo.masked_mean(entropy.detach(), mask))
+                for key, value in pg_metrics.items():
+                    log(f"train/{key}", value)
+                if critic is not None:
+                    with autocast(device):
+                        values = token_values(critic, ids, attention, mask)
+                    v_loss, v_metrics = starpo.value_loss(values, take("values"), take("returns"), mask,
+                                                          cfg.algo.value_clip, loss_normalizer=num_tokens)
+                    v_loss.backward()
+                    log("train/value_loss", v_loss.detach())
+                    log("train/vf_clipfrac", v_metrics["vf_clipfrac"])
+            # A NaN/inf loss shows up as a non-finite gradient norm: skip the step, keep the weights.
+            for name, model, optimizer in (("actor", actor, actor_opt), ("critic", critic, critic_opt)):
+                if model is None:
+                    continue
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)
+                if torch.isfinite(grad_norm):
+                    optimizer.step()
+                else:
+                    warnings.warn(f"non-finite {name} gradient norm: update skipped")
+                    log(f"train/{name}_skipped_updates", 1)
+                log(f"train/{'grad_norm' if name == 'actor' else 'critic_grad_norm'}", grad_norm)
+    metrics = {name: sums[name] / counts[name] for name in sums}
+    for name in ("train/actor_skipped_updates", "train/critic_skipped_updates"):
+        if name in sums:
+            metrics[name] = sums[name]
+    if critic is not None:  # how much of the return's variance the critic explains (1 = all, <0 = worse than 0)
+        mask = batch["response_mask"]
+        residual = starpo.masked_mean((batch["returns"] - batch["values"]) ** 2, mask) - \
+            starpo.masked_mean(batch["returns"] - batch["values"], mask) ** 2
+        variance = starpo.masked_mean(batch["returns"] ** 2, mask) - starpo.masked_mean(batch["returns"], mask) ** 2
+        metrics["train/explained_variance"] = float(1 - residual / variance.clamp(min=1e-8))
+    return metrics
+
+
+# ======================================================================================================
+# Metrics, evaluation, samples, checkpoints: what the user sees.
+# ======================================================================================================
+def rollout_metrics(trajectories, prefix):
+    rewards = np.array([t["reward"] for t in trajectories])
+    turns = [turn for t in trajectories for turn in t["turns"]]
+    groups = {}
+    for t in trajectories:  # echo-trap detector: do the N samples of one prompt still say different things?
+        groups.setdefault(t["group"], []).append(tuple((turn["think"], tuple(turn["actions"])) for turn in t["turns"]))
+    return {f"{prefix}/success": float(np.mean([t["success"] for t in trajectories])),
+            f"{prefix}/reward_mean": float(rewards.mean()),
+            f"{prefix}/reward_std": float(rewards.std()),
+            f"{prefix}/actions_mean": float(np.mean([t["num_actions"] for t in trajectories])),
+            f"{prefix}/response_tokens": float(np.mean([t["response_tokens"] for t in trajectories])),
+            f"{prefix}/think_tokens": float(np.mean([t["think_tokens"] for t in trajectories])),
+            f"{prefix}/valid_action_frac": float(np.mean([turn["format_ok"] for turn in turns])) if turns else 0.0,
+            f"{prefix}/effective_action_frac": sum(t["num_effective"] for t in trajectories)
+            / max(1, sum(t["num_actions"] for t in trajectories)),
+            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()]))}
+
+
+def group_reward_std(scores, group_ids):
+    """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
+    return float(np.mean([scores[group_ids == g].std(unbiased=False).item() for g in group_ids.unique()]))
+
+
+def evaluate(model, tokenizer, cfg, iteration, run_dir):
+    seeds = range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds)
+    trajectories = rollout(llm_policy(model, tokenizer, cfg, cfg.eval.temperature, batch_size=len(seeds)),
+                           tokenizer, cfg, seeds, seeds)
+    with open(os.path.join(run_dir, "samples.md"), "a") as f:  # read these to see the echo trap happen
+        f.write(f"\n# Evaluation at iteration {iteration}\n")
+        for t in trajectories[:cfg.eval.samples]:
+            f.write(f"\n## seed {t['seed']}: reward {t['reward']:g}, success {t['success']}\n")
+            for k, turn in enumerate(t["turns"], 1):
+                f.write(f"- turn {k}: think {turn['think'][:200]!r} -> actions {turn['actions']} "
+                        f"(format ok: {turn['format_ok']}), reward {turn['reward']:g}\n")
+            f.write(f"\n```\n{tokenizer.decode(t['ids'])}\n```\n")
+    metrics = rollout_metrics(trajectories, "eval")
+    return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
+
+
+def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
+    """actor/ (from_pretrained-loadable, with the tokenizer), reference/, and state.pt with the rest."""
+    tmp = path + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    models["actor"].save_pretrained(os.path.join(tmp, "actor"))
+    models["tokenizer"].save_pretrained(os.path.join(tmp, "actor"))
+    if models["reference"] is not None:
+        models["reference"].save_pretrained(os.path.join(tmp, "reference"))
+    torch.save(dict(iteration=iteration,
+                    critic=models["critic"].state_dict() if models["critic"] is not None else None,
+                    optimizers={name: opt.state_dict() for name, opt in optimizers.items()},
+                    rng=dict(python=random.getstate(), numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
+                             cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                             generator=generator.get_state())), os.path.join(tmp, "state.pt"))
+    if os.path.isdir(path):  # swap in only a complete checkpoint
+        os.rename(path, path + ".old")
+    os.rename(tmp, path)
+    if os.path.isdir(path + ".old"):
+        shutil.rmtree(path + ".old")
+
+
+def format_warmup(actor, tokenizer, cfg, device):
+    """Supervised warm-up for in-process models, whose random weights cannot follow the answer format.
+    It imitates transcripts whose actions are uniformly random: it teaches the format, not the game,
+    so RL starts at random-policy skill (compare eval/success at iteration 0 with baselines.py)."""
+    rng = random.Random(cfg.seed)
+    optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
+    loss = torch.tensor(float("nan"))
+    for _ in tqdm(range(cfg.warmup.steps), desc="format warm-up", leave=False):
+        seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(cfg.warmup.batch_size)]
+        batch = collate(rollout(random_policy(tokenizer, cfg, rng), tokenizer, cfg, seeds, seeds),
+                        tokenizer.pad_token_id, device)
+        num_tokens = batch["response_mask"].sum()
+        optimizer.zero_grad(set_to_none=True)
+        for _, ids, attention, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
+            with autocast(device):
+                logp, _ = token_logprobs(actor, ids, attention, mask, 1.0, False)
+            loss = -(logp * mask).sum() / num_tokens
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.algo.grad_clip)
+        optimizer.step()
+    return float(loss)
+
+
+# ======================================================================================================
+# The training loop: rollout -> filter -> score -> advantages -> update, and the bookkeeping around it.
+# ======================================================================================================
+def train(cfg_dict, resume_dir=None, bench=False):
+    cfg = namespace(cfg_dict)
+    device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
+                          else "cpu")
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    run_dir = resume_dir or cfg.run_dir or os.path.join("runs", f"{cfg.env.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
+        yaml.safe_dump(cfg_dict, f, sort_keys=False)
+    checkpoint = os.path.join(run_dir, "checkpoint")
+
+    # --- models -------------------------------------------------------------------------------------
+    if resume_dir:
+        tokenizer = AutoTokenizer.from_pretrained(os.path.join(checkpoint, "actor"))
+        actor = AutoModelForCausalLM.from_pretrained(os.path.join(checkpoint, "actor"), dtype=torch.float32).to(device)
+    else:
+        tokenizer, actor = load_models(cfg, device)
+        if cfg.warmup.steps > 0:
+            warmup_loss = format_warmup(actor, tokenizer, cfg, device)
+            tqdm.write(f"format warm-up: {cfg.warmup.steps} steps, final loss {warmup_loss:.3f}")
+    critic = build_critic(cfg, actor, device)
+    reference = None
+    if cfg.algo.kl_coef > 0:  # frozen copy of the starting policy, only when a KL term needs it
+        reference = (AutoModelForCausalLM.from_pretrained(os.path.join(checkpoint, "reference"), dtype=torch.float32).to(device)
+                     if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
+    # The GPU samples from a bf16 copy (half the bytes per decoding step); float32 master weights train.
+    sampler = copy.deepcopy(actor).to(torch.bfloat16).eval() if device.type == "cuda" else actor
+    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr, weight_decay=cfg.algo.weight_decay)}
+    if critic is not None:
+        optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=cfg.algo.weight_decay)
+    seed_rng = np.random.default_rng(cfg.seed)  # training seeds, drawn below eval.seed_offset
+    generator = torch.Generator().manual_seed(cfg.seed)  # mini-batch order
+    start = 1
+    if resume_dir:
+        state = torch.load(os.path.join(checkpoint, "state.pt"), weights_only=False)
+        start = state["iteration"] + 1
+        if critic is not None:
+            critic.load_state_dict(state["critic"])
+        for name, optimizer in optimizers.items():
+            optimizer.load_state_dict(state["optimizers"][name])
+        random.setstate(state["rng"]["python"])
+        seed_rng.bit_generator.state = state["rng"]["numpy"]
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        generator.set_state(state["rng"]["generator"])
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:  # drop lines written after the checkpoint
+            kept_lines = [line for line in f if json.loads(line)["iteration"] <= state["iteration"]]
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            f.writelines(kept_lines)
+    elif os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        os.remove(os.path.join(run_dir, "metrics.jsonl"))
+    models = dict(actor=actor, tokenizer=tokenizer, critic=critic, reference=reference)
+
+    def write(metrics):
+        with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+
+    P, N = cfg.rollout.groups, cfg.rollout.group_size
+    if start == 1 and cfg.eval.every > 0:
+        write({"iteration": 0, **evaluate(sampler, tokenizer, cfg, 0, run_dir)})
+    progress = tqdm(range(start, cfg.train.iterations + 1), desc="train", initial=start - 1,
+                    total=cfg.train.iterations, disable=bench)
+    for iteration in progress:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        clock = [time.perf_counter()]
+
+        def lap():  # phase timings: wait for the GPU at phase boundaries only
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            clock.append(time.perf_counter())
+            return clock[-1] - clock[-2]
+
+        # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
+        seeds = seed_rng.integers(0, cfg.eval.seed_offset, size=P)
+        trajectories = rollout(llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N),
+                               tokenizer, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
+        metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout")}
+        metrics["perf/rollout_s"] = lap()
+        # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
+        scores = torch.tensor([t["reward"] for t in trajectories])
+        group_ids = torch.tensor([t["group"] for t in trajectories])
+        keep = starpo.select_groups_by_reward_std(scores, group_ids, cfg.algo.filter_ratio, cfg.algo.filter_largest)
+        kept = [t for t, k in zip(trajectories, keep.tolist()) if k]
+        metrics["rollout/group_reward_std_all"] = group_reward_std(scores, group_ids)
+        metrics["rollout/group_reward_std_kept"] = group_reward_std(scores[keep], group_ids[keep])
+        # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
+        batch = collate(kept, tokenizer.pad_token_id, device)
+        score_batch(batch, actor, critic, reference, cfg, device)
+        metrics["perf/logprob_s"] = lap()
+        # 4. ADVANTAGES, 5. UPDATE
+        metrics.update(compute_advantages(batch, cfg))
+        metrics.update(update(batch, actor, critic, optimizers["actor"], optimizers.get("critic"), cfg, device, generator))
+        if sampler is not actor:
+            with torch.no_grad():  # in place: the compiled decoder keeps pointing at the same buffers
+                for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
+                    sampled_param.copy_(param)
+        metrics["perf/update_s"] = lap()
+        metrics["perf/iteration_s"] = clock[-1] - clock[0]
+        metrics["perf/gen_tokens_per_s"] = sum(t["response_tokens"] for t in trajectories) / metrics["perf/rollout_s"]
+        metrics["perf/trained_tokens"] = int(batch["response_mask"].sum())
+        metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if device.type == "cuda" else
+                                       __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss * 1024) / 2**30
+        if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or iteration == cfg.train.iterations):
+            metrics.update(evaluate(sampler, tokenizer, cfg, iteration, run_dir))
+        write(metrics)
+        if bench:
+            print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
+        else:
+            plots.plot_run(run_dir)
+        if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or iteration == cfg.train.iterations):
+            save_checkpoint(checkpoint, iteration, models, optimizers, seed_rng, generator)
+        progress.set_postfix(success=f"{metrics['rollout/success']:.2f}", reward=f"{metrics['rollout/reward_mean']:.2f}",
+                             entropy=f"{metrics['train/entropy']:.2f}")
+    return run_dir
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", help="YAML file laid over config.yaml (default: config.yaml alone)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from RUN_DIR/checkpoint")
+    parser.add_argument("--bench", type=int, metavar="K", default=0,
+                        help="speed benchmark: K iterations of a random-weight Qwen2.5-0.5B-shaped model, "
+                             "fixed tokens per turn, one JSON line of timings per iteration")
+    parser.add_argument("--bench-tokens", type=int, default=128, help="new tokens per turn in --bench")
+    parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. env.name=frozenlake")
+    args = parser.parse_args(argv)
+    overrides = list(args.overrides)
+    if args.bench:
+        if not any(o.startswith("model.name=") for o in overrides):
+            overrides.insert(0, "model.name=random-qwen2.5-0.5b")
+        overrides += [f"rollout.max_new_tokens={args.bench_tokens}", f"rollout.min_new_tokens={args.bench_tokens}",
+                      "eval.every=0", "checkpoint.every=0", f"train.iterations={args.bench}"]
+    try:
+        config_path = os.path.join(args.resume, "config.yaml") if args.resume else args.config
+        cfg = load_config(config_path, overrides)
+        return train(cfg, resume_dir=args.resume, bench=bool(args.bench))
+    except ConfigError as error:
+        raise SystemExit(f"config error: {error}") from None
+    except torch.OutOfMemoryError:
+        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size, set "
+                         "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / rollout.groups.") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""StarPO and StarPO-S: the advantages and losses of RAGEN, one small function per idea.
+
+RAGEN (Wang et al., 2025, arXiv:2504.20073) trains an LLM agent with StarPO, trajectory-level RL:
+it maximises J_StarPO(theta) = E_{M, tau ~ pi_theta}[R(tau)], where tau = (s_0, a_0^T, r_0, s_1, ..., s_K)
+is the WHOLE multi-turn interaction (observations, <think> reasoning, actions, rewards), treated as
+one token sequence. Every function here works on that flattened sequence: per-token tensors are
+(B, T), one row per trajectory, and `response_mask` is 1 on the tokens the model generated and 0 on
+prompt, observation and padding tokens (only the model's own tokens are trained, REFERENCE.md §7.7).
+
+Paper idea                                                   -> function
+StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
+StarPO, GRPO variant: score normalised within a seed's group -> compute_grpo_advantages
+PPO clipped surrogate for the policy                         -> policy_loss
+StarPO-S clip-higher / decoupled clipping (DAPO), Finding 5  -> policy_loss(clip_low, clip_high)
+StarPO-S KL removal, Finding 5 (vanilla StarPO keeps a KL)   -> kl_estimate (StarPO-S: coefficient 0)
+StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
+StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
+Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
+Token means over the whole mini-batch (REFERENCE.md §7.8)    -> masked_mean, masked_whiten
+(Findings are numbered as on the RAGEN poster, shared/seeds; formulas follow REFERENCE.md §6.)
+
+Conventions (the trainer relies on them):
+- Losses are sum(L * mask) / loss_normalizer, where loss_normalizer is the number of response
+  tokens in the whole mini-batch; summing the losses of its micro-batches then gives exactly the
+  mini-batch token mean. None means "this call's own token count". Counts are clamped to >= 1,
+  so an empty mask gives 0, never NaN.
+- Metrics are detached 0-dim tensors (no .item(): that would force a GPU->CPU sync per call).
+- log-ratios are clamped to [-20, 20] before exp, so huge log-prob differences stay finite.
+"""
+
+import torch
+
+LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 5e8: far outside any clip range, still finite in float32
+
+
+def masked_mean(x, mask):
+    """Mean of x over the positions where mask is 1 (REFERENCE.md §6, "masked token mean").
+
+    >>> masked_mean(torch.tensor([[1., 2., 3.]]), torch.tensor([[1., 1., 0.]]))
+    tensor(1.5000)
+    """
+    return _masked_sum(x, mask) / mask.sum().clamp(min=1)
+
+
+def _masked_sum(x, mask):
+    # torch.where, not x * mask: a padded position may hold inf, and 0 * inf = nan.
+    return torch.where(mask.bool(), x, 0).sum()
+
+
+def _aggregate(per_token, mask, loss_normalizer):
+    """sum(L * mask) / loss_normalizer (REFERENCE.md §7.8): a per-micro-batch token mean would give
+    a micro-batch with few tokens as much weight as one with many, biasing the accumulated gradient."""
+    if loss_normalizer is None:
+        n_tokens = mask.sum()
+    else:
+        n_tokens = torch.as_tensor(loss_normalizer, dtype=per_token.dtype, device=per_token.device)
+    return _masked_sum(per_token, mask) / n_tokens.clamp(min=1)
+
+
+def masked_whiten(x, mask):
+    """(x - mean) / sqrt(var + 1e-8) over the masked tokens; masked-out positions become 0.
+
+    Used on PPO advantages after GAE (REFERENCE.md §6). The variance has Bessel's correction, as in
+    verl's and TRL's masked_whiten. One or zero masked tokens give all zeros, not NaN.
+
+    >>> masked_whiten(torch.tensor([[1., 3., 100.]]), torch.tensor([[1., 1., 0.]]))
+    tensor([[-0.7071,  0.7071,  0.0000]])
+    """
+    centred = x - masked_mean(x, mask)
+    var = _masked_sum(centred**2, mask) / (mask.sum() - 1).clamp(min=1)
+    return torch.where(mask.bool(), centred * torch.rsqrt(var + 1e-8), 0)
+
+
+@torch.no_grad()  # advantages and returns are regression/policy targets: no gradient may flow into them
+def compute_gae(token_rewards, values, response_mask, gamma, lam):
+    """Token-level GAE over a whole multi-turn trajectory, jumping over observation tokens.
+
+    StarPO's PPO variant (REFERENCE.md §6): walking t from the end,
+        delta_t = r_t + gamma * V_next - V_t,     A_t = delta_t + gamma * lam * A_next,
+    where V_next / A_next belong to the next RESPONSE token (0 past the last one): observation
+    tokens were written by the environment, not chosen by the policy, so they are not time steps;
+    gamma and lam discount per generated token. Paper setting: gamma = lam = 1, the trajectory's
+    summed reward on its last generated token. returns = A + V (the critic's target).
+    Masked-out positions get advantage 0 and return 0, and a reward on a masked-out token is ignored.
+    No whitening here: the caller whitens with masked_whiten.
+
+    Worked example: token 2 is an observation token, so its value 9.0 is skipped.
+    >>> adv, ret = compute_gae(torch.tensor([[0., 0., 0., 1.]]), torch.tensor([[.5, .6, 9., .8]]),
+    ...                        torch.tensor([[1., 1., 0., 1.]]), gamma=1.0, lam=1.0)
+    >>> adv  # t=3: 1 - .8 = .2;  t=1: (0 + .8 - .6) + .2 = .4;  t=0: (0 + .6 - .5) + .4 = .5
+    tensor([[0.5000, 0.4000, 0.0000, 0.2000]])
+    >>> ret  # with gamma = lam = 1 every response token's return is the total reward
+    tensor([[1., 1., 0., 1.]])
+    """
+    B, T = token_rewards.shape
+    is_response = response_mask.bool()  # (B, T)
+    advantages = torch.zeros_like(token_rewards)  # (B, T)
+    next_value = token_rewards.new_zeros(B)  # (B,) V of the next response token; 0 past the end
+    next_adv = token_rewards.new_zeros(B)  # (B,)
+    for t in reversed(range(T)):  # a Python loop over T, vectorised over the batch
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        adv_t = delta + gamma * lam * next_adv
+        m = is_response[:, t]
+        next_value = torch.where(m, values[:, t], next_value)
+        next_adv = torch.where(m, adv_t, next_adv)
+        advantages[:, t] = torch.where(m, adv_t, 0)
+    returns = torch.where(is_response, advantages + values, 0)
+    return advantages, returns
+
+
+def _group_stats(scores, group_ids):
+    """Index of each trajectory's group (groups sorted by id), per-group mean and Bessel std.
+
+    Shared by GRPO and the uncertainty filter so both see the same U = Std[R(tau)]. A group of one
+    has std 0 (not NaN): its squared deviation is 0 and the Bessel divisor is clamped to >= 1.
+    """
+    ids, group = torch.unique(group_ids, return_inverse=True)  # group: (B,) in 0..G-1, any ids work
+    s = scores.double()  # (B,) is tiny: float64 costs nothing and keeps near-equal scores' std ~0
+    zeros = s.new_zeros(ids.numel())  # (G,)
+    count = zeros.index_add(0, group, torch.ones_like(s))
+    mean = zeros.index_add(0, group, s) / count.clamp(min=1)
+    sq_dev = zeros.index_add(0, group, (s - mean[group]) ** 2)
+    std = (sq_dev / (count - 1).clamp(min=1)).sqrt()
+    return group, mean, std
+
+
+@torch.no_grad()
+def compute_grpo_advantages(scores, group_ids, eps=1e-6, normalize_by_std=True):
+    """GRPO advantage of each trajectory: its score against the other rollouts of the same seed.
+
+    StarPO's critic-free variant (REFERENCE.md §6): A_i = (s_i - mean_g) / (std_g + eps), std with
+    Bessel's correction over the N rollouts of group g (all rollouts of one prompt/seed must share
+    the id, REFERENCE.md §7.9). normalize_by_std=False is Dr. GRPO: mean-centred only, which does
+    not up-weight near-deterministic groups. A group whose std is <= eps (a group of one, or all
+    scores equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps.
+    The caller puts A_i on every generated token of trajectory i.
+
+    >>> scores, groups = torch.tensor([1., 0., 1., 1.]), torch.tensor([0, 0, 1, 1])
+    >>> compute_grpo_advantages(scores, groups)  # group 0: mean .5, std sqrt(.5); group 1: equal
+    tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    >>> compute_grpo_advantages(scores, groups, normalize_by_std=False)
+    tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
+    """
+    group, mean, std = _group_stats(scores, group_ids)
+    centred = scores.double() - mean[group]  # (B,)
+    adv = centred / (std[group] + eps) if normalize_by_std else centred
+    return torch.where(std[group] > eps, adv, 0).to(scores.dtype)
+
+
+def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, dual_clip=None,
+                loss_normalizer=None):
+    """PPO clipped surrogate with decoupled clip range (StarPO-S clip-higher) and optional dual clip.
+
+    r = exp(logp - old_logp);  L = max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))
+    (REFERENCE.md §6). Finding 5: clip_high > clip_low (0.28 vs 0.2, from DAPO) lets a good
+    low-probability token grow further before its gradient is cut, which keeps exploring and
+    delays the Echo Trap collapse. Dual clip (A < 0 only): L = min(L, -A * dual_clip), so a token
+    whose ratio exploded cannot produce an unbounded loss. Where a clip is active the gradient is 0.
+
+    Returns (loss, metrics). metrics are detached 0-dim token means over this call's mask:
+    clipfrac (clipped branch active, either side) = clipfrac_low (A < 0, r < 1 - clip_low)
+    + clipfrac_high (A > 0, r > 1 + clip_high); dual_clipfrac (0 when dual_clip is None);
+    approx_kl = mean(old_logp - logp), the k1 estimate of KL(pi_old || pi) as in verl's ppo_kl.
+
+    Worked example, one token per branch: inside, clipped low, clipped high, dual-clipped.
+    >>> logp = torch.log(torch.tensor([[1.0, 0.5, 1.5, 4.0]]))  # ratios, since old_logp = 0
+    >>> adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    >>> loss, m = policy_loss(logp, torch.zeros(1, 4), adv, torch.ones(1, 4), 0.2, 0.28, dual_clip=3.0)
+    >>> round(loss.item(), 4)  # per token: -1.0, +0.8 (not .5), -1.28 (not -1.5), +3.0 (not 4.0)
+    0.38
+    >>> {k: round(v.item(), 4) for k, v in m.items()}
+    {'clipfrac': 0.5, 'clipfrac_low': 0.25, 'clipfrac_high': 0.25, 'approx_kl': -0.2747, 'dual_clipfrac': 0.25}
+    """
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+    log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # (B, T)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    # ---- THE CLIP (StarPO-S clip-higher: asymmetric range [1 - clip_low, 1 + clip_high]) ----
+    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)  # pessimistic: the larger loss wins
+    if dual_clip is None:
+        dual_active = torch.zeros_like(response_mask, dtype=torch.bool)
+    else:
+        dual_active = (advantages < 0) & (per_token > -advantages * dual_clip)
+        per_token = torch.where(dual_active, -advantages * dual_clip, per_token)
+    loss = _aggregate(per_token, response_mask, loss_normalizer)
+
+    with torch.no_grad():
+        is_clipped = clipped > unclipped  # strictly: equal means r in range (or A = 0), not clipped
+        metrics = {
+            "clipfrac": masked_mean(is_clipped.float(), response_mask),
+            "clipfrac_low": masked_mean((is_clipped & (ratio < 1)).float(), response_mask),
+            "clipfrac_high": masked_mean((is_clipped & (ratio > 1)).float(), response_mask),
+            "approx_kl": masked_mean(-log_ratio, response_mask),
+            "dual_clipfrac": masked_mean(dual_active.float(), response_mask),
+        }
+    return loss, metrics
+
+
+def value_loss(values, old_values, returns, response_mask, clip_range, loss_normalizer=None):
+    """Clipped critic loss of StarPO's PPO variant (StarPO-S keeps the critic, Finding 1).
+
+    0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) per token (REFERENCE.md §6, c = 0.5):
+    the critic may move at most c from its rollout-time prediction before its gradient is cut.
+    metrics: vf_clipfrac, the fraction of tokens where the clipped term is the larger one.
+
+    Token 1 moved from 1.0 to 2.0; clipped to 1.5 its error (1.5 - 3)^2 = 2.25 exceeds (2 - 3)^2 = 1.
+    >>> loss, m = value_loss(torch.tensor([[1., 2.]]), torch.tensor([[1., 1.]]),
+    ...                      torch.tensor([[0., 3.]]), torch.ones(1, 2), clip_range=0.5)
+    >>> loss, m["vf_clipfrac"]  # (0.5 * 1 + 0.5 * 2.25) / 2
+    (tensor(0.8125), tensor(0.5000))
+    """
+    values_clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)  # (B, T)
+    unclipped = (values - returns) ** 2
+    clipped = (values_clipped - returns) ** 2
+    per_token = 0.5 * torch.maximum(unclipped, clipped)
+    loss = _aggregate(per_token, response_mask, loss_normalizer)
+    with torch.no_grad():
+        vf_clipfrac = masked_mean((clipped > unclipped).float(), response_mask)
+    return loss, {"vf_clipfrac": vf_clipfrac}
+
+
+def entropy_from_logits(logits):
+    """Entropy of softmax(logits) per position: (..., V) -> (...), in float32.
+
+    H = logsumexp(z) - sum(softmax(z) * z) (REFERENCE.md §6), which never takes log of a tiny
+    probability. Finding 3: token entropy drops sharply BEFORE the reward collapses, an early
+    warning. Pass the temperature-scaled logits (finite values). Over a 150k vocabulary this is big:
+    call it in chunks under torch.no_grad() (REFERENCE.md §7.11).
+
+    >>> entropy_from_logits(torch.tensor([[0., 0., 0., 0.], [100., 0., 0., 0.]]))  # log 4, ~0
+    tensor([1.3863, 0.0000])
+    """
+    z = logits.float()  # bf16 logits would lose the small probabilities that make up the entropy
+    return torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+
+
+def kl_estimate(logp, ref_logp, kind):
+    """Per-token estimate of KL(pi || pi_ref) from tokens sampled from pi, same shape as logp.
+
+    With x = ref_logp - logp (REFERENCE.md §6, Schulman's estimators):
+    "k1" = -x (unbiased, can be negative), "k2" = 0.5 x^2, "k3" = exp(x) - x - 1 (unbiased, >= 0).
+    Vanilla StarPO uses k1 inside the reward (PPO) or k3 in the loss (GRPO), coefficient 0.001;
+    StarPO-S removes the KL term altogether (Finding 5).
+
+    >>> logp, ref = torch.log(torch.tensor([0.5])), torch.log(torch.tensor([0.25]))
+    >>> [round(kl_estimate(logp, ref, k).item(), 4) for k in ("k1", "k2", "k3")]  # x = -log 2
+    [0.6931, 0.2402, 0.1931]
+    """
+    diff = logp - ref_logp
+    if kind == "k1":
+        return diff
+    if kind == "k2":
+        return 0.5 * diff**2
+    if kind == "k3":
+        x = (-diff).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # exp of a huge x would be inf
+        return torch.exp(x) - x - 1
+    raise ValueError(f"unknown KL estimator {kind!r}; use 'k1', 'k2' or 'k3'")
+
+
+@torch.no_grad()
+def select_groups_by_reward_std(scores, group_ids, keep_ratio, largest=True):
+    """StarPO-S uncertainty filter (Finding 4): keep whole groups whose rollouts disagree most.
+
+    U(pi, M, s_0) = Std_{tau ~ pi(.|s_0)}[R(tau)] per group (one group = the N rollouts of one seed,
+    Bessel std, scores including the format penalty). Keeps exactly max(1, int(keep_ratio * G))
+    of the G groups, those with the largest U (largest=False: the smallest); the paper keeps 25%.
+    A group whose rollouts all score the same teaches nothing and, repeated, drives the Echo Trap.
+    Ties in U are broken by the lower group id first. Returns a bool mask (B,) over trajectories.
+
+    Groups 0..3 have std .71, 0, 0, 2.12:
+    >>> scores = torch.tensor([1., 0., 1., 1., 0., 0., 3., 0.])
+    >>> groups = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    >>> select_groups_by_reward_std(scores, groups, keep_ratio=0.5)  # groups 3 and 0
+    tensor([ True,  True, False, False, False, False,  True,  True])
+    >>> select_groups_by_reward_std(scores, groups, 0.25, largest=False)  # tie 1 vs 2: lower id
+    tensor([False, False,  True,  True, False, False, False, False])
+    """
+    if not 0.0 < keep_ratio <= 1.0:
+        raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
+    group, _, std = _group_stats(scores, group_ids)
+    num_keep = max(1, int(keep_ratio * std.numel()))
+    # ---- THE FILTER: rank groups by U; a stable sort keeps lower group ids first among ties ----
+    order = torch.sort(std, descending=largest, stable=True).indices  # (G,) groups, best first
+    keep_group = torch.zeros_like(std, dtype=torch.bool)
+    keep_group[order[:num_keep]] = True
+    return keep_group[group]  # (B,) every trajectory follows its group: groups stay whole

@@ -1,0 +1,198 @@
+"""Tests of baselines.py, each against a computation written here: a hand-worked map, Monte-Carlo
+simulation through the real env, exact enumeration of the random policy, and a separate BFS."""
+import json
+import math
+import random
+import subprocess
+import sys
+from collections import Counter, deque
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from baselines import evaluate, frozenlake_values, greedy_action, play_random, random_turn_actions  # noqa: E402
+from envs import make_env  # noqa: E402
+
+EVAL_SEEDS = [1_000_000 + i for i in range(256)]
+DELTAS = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
+PERPENDICULAR = {"Left": ("Up", "Down"), "Right": ("Up", "Down"), "Up": ("Left", "Right"), "Down": ("Left", "Right")}
+
+
+def binomial_at_least_two(k, p=1 / 3):
+    return 1 - (1 - p) ** k - k * p * (1 - p) ** (k - 1)
+
+
+def test_value_iteration_hand_worked_map():
+    # P_    From the start, Right or Down risk the hole (1/3); Up cannot fall in and reaches the
+    # OG    top-right cell with probability 1/3 (slipping right), where Right reaches the goal with
+    #       probability 1/3 (slipping down) and otherwise stays. So the optimum with k actions is
+    #       P(at least 2 successes in k trials of probability 1/3).
+    env = make_env("frozenlake")
+    env.reset(seed=0, grid="P_\nOG")
+    values = frozenlake_values(env, 10)
+    for k in (1, 2, 3, 10):
+        assert values[k][(0, 0)] == pytest.approx(binomial_at_least_two(k))
+    assert values[10][(1, 0)] == 0.0 and values[0][(1, 1)] == 1.0
+    assert all(greedy_action(env, values, (0, 0), k) == "Up" for k in range(3, 11))  # k = 2: a tie
+    assert greedy_action(env, values, (0, 1), 5) == "Right"
+
+
+def test_value_iteration_matches_monte_carlo_of_its_policy():
+    for seed in EVAL_SEEDS[:3]:
+        env = make_env("frozenlake")
+        grid = env.reset(seed)[0]
+        start = env.player
+        values = frozenlake_values(env, 10)
+        n, wins = 2000, 0
+        for episode in range(n):  # fresh slips for every episode, same map
+            env.reset(seed=episode, grid=grid)
+            for left in range(10, 0, -1):
+                *_, terminated, truncated, info = env.step(greedy_action(env, values, env.player, left))
+                if terminated or truncated:
+                    break
+            wins += info["success"]
+        p = values[10][start]
+        assert abs(wins / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (seed, wins / n, p)
+
+
+def horizon_distribution(max_turns=5, per_turn=5, budget=10):
+    """P(the random policy gets T actions before the budget), T = min(budget, sum of turn sizes)."""
+    sums = Counter({0: 1.0})
+    for _ in range(max_turns):
+        new = Counter()
+        for s, p in sums.items():
+            for k in range(1, per_turn + 1):
+                new[min(budget, s + k)] += p / per_turn
+        sums = new
+    return sums
+
+
+def test_random_policy_frozenlake_exact():
+    env = make_env("frozenlake")
+    for seed in EVAL_SEEDS[:2]:
+        cells = {(r, c): ch for r, line in enumerate(env.reset(seed)[0].split("\n")) for c, ch in enumerate(line)}
+        start = next(k for k, v in cells.items() if v == "P")
+
+        @lru_cache(maxsize=None)
+        def p_success(cell, left):  # uniform action, then the slip model written out here
+            if cells[cell] == "G":
+                return 1.0
+            if cells[cell] == "O" or left == 0:
+                return 0.0
+            total = 0.0
+            for action in DELTAS:
+                for moved in (action, *PERPENDICULAR[action]):
+                    r, c = cell[0] + DELTAS[moved][0], cell[1] + DELTAS[moved][1]
+                    nxt = (r, c) if (r, c) in cells else cell
+                    total += p_success(nxt, left - 1) / 12
+            return total
+
+        exact = sum(p * p_success(start, t) for t, p in horizon_distribution().items())
+        rng, n = random.Random(1), 3000
+        estimate = sum(play_random(env, seed, rng, 5, 5)[0] for _ in range(n)) / n
+        assert abs(estimate - exact) < 4 * math.sqrt(exact * (1 - exact) / n) + 1e-9, (seed, estimate, exact)
+
+
+def sokoban_state(text):
+    walls, targets, boxes, player = set(), set(), set(), None
+    for r, line in enumerate(text.split("\n")):
+        for c, ch in enumerate(line):
+            walls |= {(r, c)} if ch == "#" else set()
+            targets |= {(r, c)} if ch in "O√S" else set()
+            boxes |= {(r, c)} if ch in "X√" else set()
+            player = (r, c) if ch in "PS" else player
+    return walls, frozenset(targets), frozenset(boxes), player
+
+
+def sokoban_next(walls, state, delta):
+    (r, c), boxes = state
+    nxt = (r + delta[0], c + delta[1])
+    if nxt in walls:
+        return state
+    if nxt in boxes:
+        far = (nxt[0] + delta[0], nxt[1] + delta[1])
+        if far in walls or far in boxes:
+            return state
+        boxes = (boxes - {nxt}) | {far}
+    return nxt, boxes
+
+
+def test_random_policy_sokoban_exact():
+    env, checked = make_env("sokoban"), 0
+    for seed in EVAL_SEEDS:
+        walls, targets, boxes, player = sokoban_state(env.reset(seed)[0])
+
+        @lru_cache(maxsize=None)
+        def p_success(state, left):
+            if state[1] == targets:
+                return 1.0
+            if left == 0:
+                return 0.0
+            return sum(p_success(sokoban_next(walls, state, d), left - 1) for d in DELTAS.values()) / 4
+
+        exact = sum(p * p_success((player, boxes), t) for t, p in horizon_distribution().items())
+        if not 0.1 < exact < 0.9:
+            continue
+        rng, n = random.Random(2), 3000
+        estimate = sum(play_random(env, seed, rng, 5, 5)[0] for _ in range(n)) / n
+        assert abs(estimate - exact) < 4 * math.sqrt(exact * (1 - exact) / n), (seed, estimate, exact)
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2
+
+
+def bfs_length(text):
+    walls, targets, boxes, player = sokoban_state(text)
+    dist = {(player, boxes): 0}
+    queue = deque([(player, boxes)])
+    while queue:
+        state = queue.popleft()
+        if state[1] == targets:
+            return dist[state]
+        for d in DELTAS.values():
+            nxt = sokoban_next(walls, state, d)
+            if nxt not in dist:
+                dist[nxt] = dist[state] + 1
+                queue.append(nxt)
+
+
+def test_sokoban_optimal_equals_bfs():
+    env = make_env("sokoban")
+    lengths = [bfs_length(env.reset(seed)[0]) for seed in EVAL_SEEDS]
+    result = evaluate("sokoban", "optimal", EVAL_SEEDS)
+    assert result["success_rate"] == sum(k <= 10 for k in lengths) / 256 == 1.0
+    assert result["mean_return"] == pytest.approx(sum(11 - 0.1 * k for k in lengths) / 256, abs=1e-4)
+
+
+def test_bandit_baselines():
+    seeds = list(range(2000))
+    assert evaluate("bandit", "optimal", seeds)["success_rate"] == 1.0
+    # the risky arm pays 1.0 with probability 0.25: mean return of the optimal policy ~0.25
+    assert abs(evaluate("bandit", "optimal", seeds)["mean_return"] - 0.25) < 0.04
+    assert abs(evaluate("bandit", "random", seeds, episodes_per_seed=1)["success_rate"] - 0.5) < 0.05
+
+
+def test_random_turn_actions_and_budgets():
+    rng = random.Random(0)
+    turns = [random_turn_actions(rng, ["a", "b", "c"], 4) for _ in range(20000)]
+    lengths, picks = Counter(len(t) for t in turns), Counter(a for t in turns for a in t)
+    assert sorted(lengths) == [1, 2, 3, 4] and all(abs(v / 20000 - 0.25) < 0.02 for v in lengths.values())
+    assert all(abs(v / sum(picks.values()) - 1 / 3) < 0.02 for v in picks.values())
+    # An episode that can never end early (only wall bumps): the budgets decide its length.
+    for max_actions, max_turns, per_turn in ((10, 5, 5), (3, 5, 5), (10, 2, 2)):
+        env = make_env("sokoban", max_actions=max_actions)
+        env.reset = lambda seed, _reset=env.reset: _reset(grid="######\n#P#XO#\n######")  # walled in
+        for _ in range(50):
+            play_random(env, 0, rng, max_turns, per_turn)
+            assert min(max_actions, max_turns) <= env.num_actions <= min(max_actions, max_turns * per_turn)
+
+
+def test_command_line():
+    out = subprocess.run([sys.executable, "baselines.py", "--env", "frozenlake", "--policy", "optimal",
+                          "--num-seeds", "4"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    result = json.loads(out)
+    assert result["env"] == "frozenlake" and result["num_seeds"] == 4 and 0 < result["success_rate"] <= 1

@@ -1,0 +1,369 @@
+"""Tests for starpo.py. Every expected value comes from an independent computation written here
+(plain Python loops, numpy, hand-worked numbers, torch.distributions), never from starpo itself."""
+
+import doctest
+import math
+import statistics
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import starpo  # noqa: E402
+from starpo import (  # noqa: E402
+    compute_gae,
+    compute_grpo_advantages,
+    entropy_from_logits,
+    kl_estimate,
+    masked_mean,
+    masked_whiten,
+    policy_loss,
+    select_groups_by_reward_std,
+    value_loss,
+)
+
+METRIC_KEYS = {"clipfrac", "clipfrac_low", "clipfrac_high", "approx_kl", "dual_clipfrac"}
+
+
+def multi_turn_mask(rng, B, T):
+    """Masks that look like agent trajectories: prompt, then response/observation turns, then padding.
+    Row 0 is fully masked out (an empty row)."""
+    mask = np.zeros((B, T))
+    for b in range(1, B):
+        t = rng.integers(0, 4)  # prompt
+        end = rng.integers(t + 1, T + 1)  # padding after end
+        while t < end:
+            n_resp = rng.integers(1, 6)
+            mask[b, t : min(t + n_resp, end)] = 1
+            t += n_resp + rng.integers(1, 5)  # an observation gap
+    return mask
+
+
+# ----------------------------------------------------------------------------- masked statistics
+
+
+def test_masked_mean_and_whiten_match_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 9)) * 3 + 1
+    mask = multi_turn_mask(rng, 4, 9)
+    sel = x[mask == 1]
+    mean, var = sel.mean(), sel.var(ddof=1)
+    expected = np.where(mask == 1, (x - mean) / np.sqrt(var + 1e-8), 0.0)
+    xt, mt = torch.tensor(x), torch.tensor(mask)
+    assert masked_mean(xt, mt).item() == pytest.approx(mean, rel=1e-12)
+    np.testing.assert_allclose(masked_whiten(xt, mt).numpy(), expected, rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- GAE
+
+
+def gae_reference(r, v, m, gamma, lam):
+    """One trajectory, plain Python: observation tokens (m = 0) are simply not time steps."""
+    T = len(r)
+    adv, ret = [0.0] * T, [0.0] * T
+    next_v = next_a = 0.0
+    for t in range(T - 1, -1, -1):
+        if not m[t]:
+            continue
+        a = r[t] + gamma * next_v - v[t] + gamma * lam * next_a
+        adv[t], ret[t] = a, a + v[t]
+        next_v, next_a = v[t], a
+    return adv, ret
+
+
+@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.99, 0.95), (0.9, 0.5), (1.0, 0.0), (0.5, 1.0)])
+def test_gae_matches_python_loop(gamma, lam):
+    rng = np.random.default_rng(int(gamma * 100 + lam * 10))
+    B, T = 7, 40
+    r, v = rng.normal(size=(B, T)), rng.normal(size=(B, T))  # rewards on masked tokens too: ignored
+    mask = multi_turn_mask(rng, B, T)
+    adv, ret = compute_gae(torch.tensor(r), torch.tensor(v), torch.tensor(mask), gamma, lam)
+    for b in range(B):
+        ref_adv, ref_ret = gae_reference(r[b].tolist(), v[b].tolist(), mask[b].tolist(), gamma, lam)
+        np.testing.assert_allclose(adv[b].numpy(), ref_adv, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(ret[b].numpy(), ref_ret, rtol=1e-10, atol=1e-10)
+    # float32 gives the same numbers to float32 precision
+    adv32, _ = compute_gae(*(torch.tensor(a, dtype=torch.float32) for a in (r, v, mask)), gamma, lam)
+    np.testing.assert_allclose(adv32.numpy(), adv.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_gae_gamma_lambda_one_returns_are_reward_to_go():
+    """gamma = lam = 1 (the paper's setting): the return of every response token is the sum of the
+    rewards on the response tokens from it to the end, whatever the critic says."""
+    rng = np.random.default_rng(1)
+    r, v, mask = rng.normal(size=(5, 30)), rng.normal(size=(5, 30)) * 10, multi_turn_mask(rng, 5, 30)
+    _, ret = compute_gae(torch.tensor(r), torch.tensor(v), torch.tensor(mask), 1.0, 1.0)
+    to_go = np.flip(np.cumsum(np.flip(r * mask, 1), 1), 1) * mask
+    np.testing.assert_allclose(ret.numpy(), to_go, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- GRPO
+
+
+@pytest.mark.parametrize("normalize_by_std", [True, False])
+def test_grpo_matches_numpy_group_stats(normalize_by_std):
+    # non-contiguous, interleaved ids; group 9 has one member; group 5 has equal rewards
+    ids = [7, 3, 7, 3, 9, 7, 5, 5, 5, 3, 7]
+    scores = [1.0, 0.2, 0.0, -1.0, 4.0, 0.5, 0.3, 0.3, 0.3, 2.0, 10.0]
+    expected = []
+    for s, g in zip(scores, ids):
+        members = np.array([sc for sc, gg in zip(scores, ids) if gg == g])
+        if len(members) < 2 or members.std(ddof=1) < 1e-6:
+            expected.append(0.0)
+        elif normalize_by_std:
+            expected.append((s - members.mean()) / (members.std(ddof=1) + 1e-6))
+        else:
+            expected.append(s - members.mean())
+    adv = compute_grpo_advantages(torch.tensor(scores), torch.tensor(ids),
+                                  normalize_by_std=normalize_by_std)
+    assert adv.shape == (len(scores),) and adv.dtype == torch.float32
+    np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert adv[4] == 0 and (adv[6:9] == 0).all()  # size-1 group, equal rewards: exactly 0
+
+
+# ----------------------------------------------------------------------------- policy loss
+
+
+def row(values):
+    return torch.tensor([values], dtype=torch.float64)  # (1, T)
+
+
+def run_policy_loss(ratios, advs, mask=None, **kw):
+    logp = torch.log(row(ratios)).requires_grad_()  # old_logp = 0, so exp(logp) is the ratio
+    mask = row([1.0] * len(ratios) if mask is None else mask)
+    loss, metrics = policy_loss(logp, torch.zeros_like(logp), row(advs), mask, **kw)
+    loss.backward()
+    return loss.item(), logp.grad[0].tolist(), {k: v.item() for k, v in metrics.items()}
+
+
+def test_policy_loss_each_branch_hand_worked():
+    # eps_low = 0.2, eps_high = 0.28, dual clip c = 3. Per token: (r, A, loss L, dL/dlogp = -A r or 0)
+    tokens = [
+        (1.1, 2.0, -2.2, -2.2),  # inside the clip
+        (1.25, 1.0, -1.25, -1.25),  # inside only thanks to clip-higher (0.28 > 0.25)
+        (0.5, -1.0, 0.8, 0.0),  # clipped low: A < 0, r < 0.8 -> L = -A * 0.8, no gradient
+        (1.5, 1.0, -1.28, 0.0),  # clipped high: A > 0, r > 1.28 -> L = -A * 1.28, no gradient
+        (0.5, 1.0, -0.5, -0.5),  # r < 0.8 but A > 0: the pessimistic max keeps the unclipped term
+        (2.0, -1.0, 2.0, 2.0),  # r > 1.28 but A < 0, below the dual clip: unclipped
+        (4.0, -1.0, 3.0, 0.0),  # dual clip: A < 0 and -A r = 4 > 3 -> L = 3, no gradient
+        (0.25, -2.0, 1.6, 0.0),  # clipped low again: L = -A * 0.8
+        (9.0, 5.0, 0.0, 0.0),  # masked out: contributes nothing
+    ]
+    ratios, advs, losses, grads = zip(*tokens)
+    mask = [1.0] * 8 + [0.0]
+    loss, grad, m = run_policy_loss(ratios, advs, mask, clip_low=0.2, clip_high=0.28, dual_clip=3.0)
+    assert loss == pytest.approx(sum(losses) / 8)
+    np.testing.assert_allclose(grad, [g / 8 for g in grads], atol=1e-12)
+    assert m["clipfrac_low"] == pytest.approx(2 / 8) and m["clipfrac_high"] == pytest.approx(1 / 8)
+    assert m["clipfrac"] == pytest.approx(3 / 8) and m["dual_clipfrac"] == pytest.approx(1 / 8)
+    assert m["approx_kl"] == pytest.approx(-sum(math.log(r) for r in ratios[:8]) / 8)
+
+    # without dual clip the exploded token keeps its full loss -A r = 4 and its gradient
+    loss, grad, m = run_policy_loss([4.0], [-1.0], clip_low=0.2, clip_high=0.28)
+    assert (loss, grad, m["dual_clipfrac"]) == (pytest.approx(4.0), [pytest.approx(4.0)], 0.0)
+    # symmetric clip (vanilla StarPO): r = 1.25 is now clipped high
+    loss, grad, m = run_policy_loss([1.25], [1.0], clip_low=0.2, clip_high=0.2)
+    assert (loss, grad, m["clipfrac_high"]) == (pytest.approx(-1.2), [0.0], 1.0)
+
+
+def test_policy_loss_metrics_are_detached_scalars():
+    logp = torch.randn(3, 5, requires_grad=True)
+    _, metrics = policy_loss(logp, torch.randn(3, 5), torch.randn(3, 5), torch.ones(3, 5), 0.2, 0.28)
+    assert set(metrics) == METRIC_KEYS
+    assert all(v.dim() == 0 and not v.requires_grad for v in metrics.values())
+    with pytest.raises(ValueError):
+        policy_loss(logp, logp, logp, torch.ones(3, 5), 0.2, 0.2, dual_clip=1.0)
+
+
+def test_micro_batches_with_loss_normalizer_equal_full_mini_batch():
+    rng = np.random.default_rng(3)
+    B, T = 6, 12
+    mask = torch.tensor(multi_turn_mask(rng, B, T))  # rows with very different token counts
+    logp0, old, adv = (torch.tensor(rng.normal(size=(B, T)) * s) for s in (0.3, 0.3, 1.0))
+    v0, old_v, ret = (torch.tensor(rng.normal(size=(B, T))) for _ in range(3))
+    n_tokens = int(mask.sum())
+
+    def losses(rows, normalizer):
+        logp, v = logp0[rows].clone().requires_grad_(), v0[rows].clone().requires_grad_()
+        pl, _ = policy_loss(logp, old[rows], adv[rows], mask[rows], 0.2, 0.28, 3.0,
+                            loss_normalizer=normalizer)
+        vl, _ = value_loss(v, old_v[rows], ret[rows], mask[rows], 0.5, loss_normalizer=normalizer)
+        (pl + vl).backward()
+        return pl.item(), vl.item(), logp.grad, v.grad
+
+    full_pl, full_vl, full_g, full_vg = losses(slice(0, B), None)
+    # the reference: token mean over the whole mini-batch, written out directly
+    lr = (logp0 - old).exp()
+    per_tok = torch.maximum(-adv * lr, -adv * lr.clamp(0.8, 1.28))
+    per_tok = torch.where((adv < 0) & (per_tok > -3 * adv), -3 * adv, per_tok)
+    assert full_pl == pytest.approx(((per_tok * mask).sum() / n_tokens).item())
+
+    splits = [slice(0, 2), slice(2, 3), slice(3, 6)]
+    for normalizer in (n_tokens, torch.tensor(float(n_tokens))):
+        parts = [losses(s, normalizer) for s in splits]
+        assert sum(p[0] for p in parts) == pytest.approx(full_pl, rel=1e-12)
+        assert sum(p[1] for p in parts) == pytest.approx(full_vl, rel=1e-12)
+        torch.testing.assert_close(torch.cat([p[2] for p in parts]), full_g)
+        torch.testing.assert_close(torch.cat([p[3] for p in parts]), full_vg)
+    # the pitfall this guards against (REFERENCE.md §7.8): averaging per-micro-batch means differs
+    naive = sum(losses(s, None)[0] for s in splits) / len(splits)
+    assert naive != pytest.approx(full_pl, rel=1e-3)
+
+
+# ----------------------------------------------------------------------------- value loss
+
+
+def test_value_loss_hand_worked_including_clipped_branch():
+    # (V, V_old, R): 0.5 * max((V-R)^2, (clip(V, V_old +- 0.5) - R)^2), dL/dV = V - R if unclipped wins
+    tokens = [
+        (1.0, 1.0, 0.0, 0.5, 1.0),  # no move: both terms equal
+        (0.2, 0.0, 1.0, 0.32, -0.8),  # moved inside the clip range
+        (2.0, 1.0, 3.0, 1.125, 0.0),  # clipped to 1.5: (1.5-3)^2 = 2.25 > 1 -> clipped wins, no grad
+        (2.0, 1.0, 0.0, 2.0, 2.0),  # clipped to 1.5: 2.25 < 4 -> unclipped wins
+        (50.0, 0.0, 0.0, 0.0, 0.0),  # masked out
+    ]
+    V, old, R, losses, grads = (torch.tensor([col], dtype=torch.float64) for col in zip(*tokens))
+    V.requires_grad_()
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    loss, metrics = value_loss(V, old, R, mask, clip_range=0.5)
+    loss.backward()
+    assert loss.item() == pytest.approx(losses.sum().item() / 4)
+    torch.testing.assert_close(V.grad, grads / 4)
+    assert metrics["vf_clipfrac"].item() == pytest.approx(0.25) and not metrics["vf_clipfrac"].requires_grad
+
+
+# ----------------------------------------------------------------------------- entropy and KL
+
+
+def test_entropy_matches_categorical():
+    logits = torch.randn(3, 5, 50, dtype=torch.float64) * 5
+    expected = torch.distributions.Categorical(logits=logits).entropy()
+    ent = entropy_from_logits(logits)
+    assert ent.shape == (3, 5) and ent.dtype == torch.float32
+    torch.testing.assert_close(ent, expected.float(), rtol=1e-5, atol=1e-5)
+    # huge logits and bf16 input: still finite, shift invariant, computed in float32
+    shifted = entropy_from_logits(logits.float() + 1e4)
+    torch.testing.assert_close(shifted, expected.float(), rtol=0, atol=5e-3)
+    bf = logits.bfloat16()
+    expected_bf = torch.distributions.Categorical(logits=bf.double()).entropy().float()
+    torch.testing.assert_close(entropy_from_logits(bf), expected_bf, rtol=1e-5, atol=1e-5)
+
+
+def test_kl_estimators_match_formulas_and_k3_nonnegative():
+    rng = np.random.default_rng(4)
+    lp, ref = rng.normal(size=(4, 6)) * 2, rng.normal(size=(4, 6)) * 2
+    x = ref - lp
+    expected = {"k1": lp - ref, "k2": 0.5 * (lp - ref) ** 2, "k3": np.exp(x) - x - 1}
+    for kind, exp in expected.items():
+        out = kl_estimate(torch.tensor(lp), torch.tensor(ref), kind)
+        assert out.shape == (4, 6)
+        np.testing.assert_allclose(out.numpy(), exp, rtol=1e-12)
+    assert (kl_estimate(torch.tensor(lp), torch.tensor(ref), "k3") >= 0).all()
+    with pytest.raises(ValueError):
+        kl_estimate(torch.tensor(lp), torch.tensor(ref), "k4")
+
+
+def test_kl_estimators_average_to_true_kl():
+    """k1 and k3 are unbiased for KL(p || q) when tokens are sampled from p."""
+    torch.manual_seed(0)
+    p = torch.distributions.Categorical(logits=torch.randn(8))
+    q = torch.distributions.Categorical(logits=torch.randn(8))
+    tokens = p.sample((400_000,))
+    true_kl = torch.distributions.kl_divergence(p, q).item()
+    for kind in ("k1", "k3"):
+        est = kl_estimate(p.log_prob(tokens), q.log_prob(tokens), kind).mean().item()
+        assert est == pytest.approx(true_kl, abs=0.01)
+
+
+# ----------------------------------------------------------------------------- uncertainty filter
+
+
+@pytest.mark.parametrize("keep_ratio", [0.25, 0.3, 0.5, 0.01, 1.0])
+@pytest.mark.parametrize("largest", [True, False])
+def test_filter_keeps_the_right_whole_groups(keep_ratio, largest):
+    rng = np.random.default_rng(5)
+    group_names = [11, 2, 40, 7, 3, 25, 8, 19, 5, 30]  # ids in no particular order
+    n_per_group = 4
+    ids = np.repeat(group_names, n_per_group)
+    scores = rng.integers(0, 3, size=ids.size).astype(float)  # small integers: many exact ties
+    scores[ids == 40] = 1.0  # std 0
+    scores[ids == 3] = 2.0  # std 0, ties with group 40
+    perm = rng.permutation(ids.size)  # trajectories of a group are scattered over the batch
+    ids, scores = ids[perm], scores[perm]
+
+    def exact_var(g):  # Fraction arithmetic: ties are ties
+        return statistics.variance([Fraction(s) for s in scores[ids == g]])
+
+    k = max(1, int(keep_ratio * len(group_names)))
+    key = (lambda g: (-exact_var(g), g)) if largest else (lambda g: (exact_var(g), g))
+    expected_groups = set(sorted(group_names, key=key)[:k])
+
+    keep = select_groups_by_reward_std(torch.tensor(scores), torch.tensor(ids), keep_ratio, largest=largest)
+    assert keep.dtype == torch.bool and keep.shape == (ids.size,)
+    kept_groups = {int(g) for g in ids[keep.numpy()]}
+    assert kept_groups == expected_groups and len(kept_groups) == k
+    for g in group_names:  # whole groups only
+        assert len(set(keep.numpy()[ids == g].tolist())) == 1
+
+
+def test_filter_rejects_bad_ratio():
+    with pytest.raises(ValueError):
+        select_groups_by_reward_std(torch.ones(4), torch.tensor([0, 0, 1, 1]), 0.0)
+
+
+# ----------------------------------------------------------------------------- edge cases
+
+
+def test_edge_cases_are_finite():
+    # GRPO: a single group of one, a single group of equal rewards
+    assert compute_grpo_advantages(torch.tensor([3.0]), torch.tensor([0])).tolist() == [0.0]
+    # 7 equal scores of 0.3: their float32 mean is not exactly 0.3, yet the advantages must be exactly 0
+    for normalize in (True, False):
+        adv = compute_grpo_advantages(torch.full((7,), 0.3), torch.zeros(7, dtype=torch.long),
+                                      normalize_by_std=normalize)
+        assert adv.tolist() == [0.0] * 7
+    assert select_groups_by_reward_std(torch.tensor([3.0]), torch.tensor([0]), 0.25).tolist() == [True]
+
+    # huge log-prob differences both ways, an empty row, and garbage on masked tokens
+    logp = torch.tensor([[0.0, -1e4, 0.0], [0.0, 0.0, 0.0]], requires_grad=True)
+    old = torch.tensor([[-1e4, 0.0, -1e4], [float("inf"), 0.0, 0.0]])
+    adv = torch.tensor([[-1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    for dual in (None, 3.0):
+        logp.grad = None
+        loss, metrics = policy_loss(logp, old, adv, mask, 0.2, 0.28, dual_clip=dual)
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+        assert all(torch.isfinite(v) for v in metrics.values())
+    for kind in ("k1", "k2", "k3"):
+        assert torch.isfinite(kl_estimate(torch.tensor([0.0, -1e4]), torch.tensor([-1e4, 0.0]), kind)).all()
+
+    # a whole mini-batch with an empty mask (and a zero normalizer): every output is 0
+    empty = torch.zeros(2, 3)
+    x = torch.randn(2, 3, requires_grad=True)
+    for normalizer in (None, 0):
+        loss, metrics = policy_loss(x, torch.randn(2, 3), torch.randn(2, 3), empty, 0.2, 0.28, 3.0,
+                                    normalizer)
+        vloss, vmetrics = value_loss(x, torch.randn(2, 3), torch.randn(2, 3), empty, 0.5, normalizer)
+        (loss + vloss).backward()
+        assert loss.item() == 0 and vloss.item() == 0 and (x.grad == 0).all()
+        assert all(v.item() == 0 for v in [*metrics.values(), *vmetrics.values()])
+    assert masked_mean(x, empty).item() == 0
+    inf_pad = torch.tensor([[1.0, float("inf")]])  # garbage on a padded token must not leak in as nan
+    assert masked_mean(inf_pad, torch.tensor([[1.0, 0.0]])).item() == 1.0
+    one_token = torch.tensor([[1.0, 0, 0], [0, 0, 0]])
+    assert (masked_whiten(x, empty) == 0).all() and (masked_whiten(x, one_token) == 0).all()
+    adv, ret = compute_gae(torch.randn(2, 3), torch.randn(2, 3), empty, 1.0, 1.0)
+    assert (adv == 0).all() and (ret == 0).all()
+
+
+# ----------------------------------------------------------------------------- docstrings
+
+
+def test_docstring_examples_are_true():
+    result = doctest.testmod(starpo)
+    assert result.attempted >= 9 and result.failed == 0

@@ -1,0 +1,60 @@
+"""In-process models: what lets ragen-mini run with no download at all.
+
+No machine of this project reaches a model hub, yet everything must run and be tested. So, besides the
+real path (`from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")`, see ragen_mini.load_models), two models can be
+built here from a transformers config, with random weights:
+
+  model.name: tiny                 ~1M parameters, trains on a laptop CPU (the tiny preset, tests).
+  model.name: random-qwen2.5-0.5b  Qwen2.5-0.5B's exact shape (24 layers, hidden 896, vocabulary
+                                   151,936): the same compute and memory as the real weights, for GPU
+                                   speed measurements (ragen_mini.py --bench).
+
+Both use a tokenizer built here too: byte-level BPE (so decode(encode(x)) == x for ANY text, unicode
+included) trained in a fraction of a second on the texts the environments produce, plus a ChatML chat
+template like Qwen's (`<|im_start|>role\\n...<|im_end|>\\n`). Trained on that narrow corpus, a vocabulary
+of a couple of thousand tokens turns action names and whole grid rows into single tokens, which keeps
+the tiny model's sequences short.
+"""
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, Qwen2Config
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, end of turn (EOS)
+FORMAT_TAGS = ["<think>", "</think>", "<answer>", "</answer>"]  # one token each: the format is 4 tokens
+CHATML_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+IN_PROCESS_MODELS = ("tiny", "random-qwen2.5-0.5b")
+
+
+def build_tokenizer(corpus, vocab_size=2048):
+    """Train a byte-level BPE tokenizer on `corpus` (a list of strings) and wrap it for transformers.
+
+    Deterministic: the same corpus gives the same vocabulary, so a run can be resumed or re-run.
+    >>> tok = build_tokenizer(["Turn 1:\\nState:\\n#__X_#"] * 10, vocab_size=300)
+    >>> tok.decode(tok("√ P_S ünïcode", add_special_tokens=False)["input_ids"])
+    '√ P_S ünïcode'
+    """
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # no normaliser: lossless
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(corpus, trainer)
+    bpe.add_tokens(FORMAT_TAGS)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   chat_template=CHATML_TEMPLATE)
+
+
+def model_config(name, vocab_size):
+    """The transformers config of an in-process model (random weights are drawn by from_config)."""
+    if name == "tiny":
+        # Small enough for a 2-core CPU, deep enough to read a grid: 4 layers x 128 wide, ~1M parameters.
+        return Qwen2Config(vocab_size=vocab_size, hidden_size=128, intermediate_size=512, num_hidden_layers=4,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                           tie_word_embeddings=True)
+    # Qwen2.5-0.5B-Instruct's config.json, numbers for numbers; the vocabulary stays 151,936 rows (the
+    # logits are the largest tensor of training) even though our tokenizer uses only its first ids.
+    return Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                       num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+                       rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
