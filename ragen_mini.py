@@ -219,7 +219,7 @@ def load_models(cfg, device):
                 "  - or train the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
     if cfg.model.gradient_checkpointing:
         actor.gradient_checkpointing_enable()
-    return tokenizer, actor.to(device)
+    return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
 
 
 def build_critic(cfg, actor, device):
@@ -231,7 +231,7 @@ def build_critic(cfg, actor, device):
         backbone = AutoModel.from_pretrained(cfg.model.name, dtype=torch.float32)
         if cfg.model.gradient_checkpointing:
             backbone.gradient_checkpointing_enable()
-    return Critic(backbone, actor.config.hidden_size).to(device)
+    return Critic(backbone, actor.config.hidden_size).to(device).train()
 
 
 # ======================================================================================================
@@ -346,6 +346,7 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
 
     @torch.no_grad()
     def policy(contexts):
+        started = time.perf_counter()
         rows = len(contexts)
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
@@ -371,8 +372,10 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
         for row in out[:rows, width:].tolist():  # one host transfer per turn
             # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.
             responses.append(row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row)
+        policy.generate_s += time.perf_counter() - started
         return responses
 
+    policy.generate_s = 0.0  # time inside generate(), the rest of perf/rollout_s is envs and tokenizer
     return policy
 
 
@@ -745,10 +748,11 @@ def train(cfg_dict, resume_dir=None, bench=False):
 
         # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
         seeds = seed_rng.integers(0, cfg.eval.seed_offset, size=P)
-        trajectories = rollout(llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N),
-                               tokenizer, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
+        policy = llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
+        trajectories = rollout(policy, tokenizer, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
         metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout")}
         metrics["perf/rollout_s"] = lap()
+        metrics["perf/generate_s"] = policy.generate_s
         # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
         scores = torch.tensor([t["reward"] for t in trajectories])
         group_ids = torch.tensor([t["group"] for t in trajectories])
@@ -771,6 +775,8 @@ def train(cfg_dict, resume_dir=None, bench=False):
         metrics["perf/iteration_s"] = clock[-1] - clock[0]
         metrics["perf/gen_tokens_per_s"] = sum(t["response_tokens"] for t in trajectories) / metrics["perf/rollout_s"]
         metrics["perf/trained_tokens"] = int(batch["response_mask"].sum())
+        if device.type == "cuda":
+            metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
         metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if device.type == "cuda" else
                                        __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss * 1024) / 2**30
         if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or iteration == cfg.train.iterations):
