@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
-from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, StaticCache
 
 import plots
 import starpo
@@ -340,6 +340,20 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     return trajectories
 
 
+STATIC_CACHES = {}  # (model, batch size) -> one StaticCache that every turn reuses
+
+
+def static_cache(model, batch_size, cfg):
+    """A KV cache of fixed shape, allocated once and reset each turn. The decoder that `generate`
+    compiles for it (CUDA graphs) is then recorded once: a fresh cache per call (what
+    cache_implementation="static" does) means fresh buffers, and the graphs are recorded again."""
+    key = (id(model), batch_size)
+    if key not in STATIC_CACHES:
+        STATIC_CACHES[key] = StaticCache(config=model.config, max_cache_len=cfg.rollout.max_context + cfg.rollout.length_bucket)
+    STATIC_CACHES[key].reset()
+    return STATIC_CACHES[key]
+
+
 def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
     """The LLM as a policy: left-pad the contexts and sample one turn with one `generate` call."""
     static = cfg.rollout.cache == "static"
@@ -360,8 +374,7 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
             attention_mask[i, width - len(context):] = 1
         sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
             else dict(do_sample=False)
-        extra = dict(cache_implementation="static", max_cache_len=cfg.rollout.max_context + cfg.rollout.length_bucket) \
-            if static else {}
+        extra = dict(past_key_values=static_cache(model, len(contexts), cfg)) if static else {}
         # Pass every sampler knob: generate() would otherwise apply the model's generation_config
         # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
         out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
@@ -418,7 +431,7 @@ def hidden_states(backbone, input_ids, attention_mask):
     return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
 
 
-def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk=4096):
+def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk=1024):
     """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only. -> two (b, T-1).
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made

@@ -11,10 +11,10 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 run() {  # name, timeout, overrides...
   local name=$1 limit=$2; shift 2
   echo "== $name: $*"
-  timeout "$limit" python3 ragen_mini.py --config config.yaml --bench "$k" run_dir=/tmp/bench-$name "$@" \
+  timeout "$limit" env ${TORCH_LOGS:+TORCH_LOGS=$TORCH_LOGS} python3 ragen_mini.py --config config.yaml --bench "$k" run_dir=/tmp/bench-$name "$@" \
     > "$out/$name.jsonl" 2> "$out/$name.log"
   echo "exit $?"; cat "$out/$name.jsonl"; tail -3 "$out/$name.log"
 }
 run eager 200 rollout.cache=dynamic
-run static 260 rollout.cache=static
+TORCH_LOGS=recompiles run static 260 rollout.cache=static
 run lowmem 150 rollout.cache=static algo.micro_batch_size=2 model.gradient_checkpointing=true
