@@ -16,6 +16,7 @@ The algorithms live in starpo.py, the environments in envs.py; this file is the 
 import argparse
 import copy
 import difflib
+import functools
 import json
 import math
 import os
@@ -134,8 +135,6 @@ def check_config(cfg):
             raise ConfigError(message)
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
-    if r["cache"] == "static" and not torch.cuda.is_available():
-        raise ConfigError("rollout.cache=static compiles the decoder and needs a CUDA GPU; use rollout.cache=dynamic")
     kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
     if a["mini_batch_size"] > kept:
         raise ConfigError(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
@@ -340,18 +339,62 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     return trajectories
 
 
-STATIC_CACHES = {}  # (model, batch size) -> one StaticCache that every turn reuses
+STATIC_DECODERS = {}  # (model, batch size) -> (StaticCache, compiled decoding step), built once
 
 
-def static_cache(model, batch_size, cfg):
-    """A KV cache of fixed shape, allocated once and reset each turn. The decoder that `generate`
-    compiles for it (CUDA graphs) is then recorded once: a fresh cache per call (what
-    cache_implementation="static" does) means fresh buffers, and the graphs are recorded again."""
-    key = (id(model), batch_size)
-    if key not in STATIC_CACHES:
-        STATIC_CACHES[key] = StaticCache(config=model.config, max_cache_len=cfg.rollout.max_context + cfg.rollout.length_bucket)
-    STATIC_CACHES[key].reset()
-    return STATIC_CACHES[key]
+def decoding_step(model, cache, token, position, cache_position, attention_mask, temperature, eos_id, allow_eos):
+    """One token for every row: forward one position through the KV cache, then sample exactly from
+    softmax(logits / T) with the exponential race (argmax of p / E, E ~ Exp(1)), all on the GPU."""
+    logits = model(input_ids=token, position_ids=position, attention_mask=attention_mask, past_key_values=cache,
+                   cache_position=cache_position, use_cache=True).logits[:, -1].float()  # (B, V)
+    logits[:, eos_id] = torch.where(allow_eos, logits[:, eos_id], float("-inf"))  # min_new_tokens
+    if temperature == 0:
+        return logits.argmax(-1)
+    return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)  # (B,)
+
+
+@torch.no_grad()
+def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, pad_id):
+    """What `generate` does, for rollout.cache=static: a KV cache of fixed shape, allocated once and reset
+    each turn, and one decoding step that torch.compile captures as a CUDA graph (one launch per token
+    instead of hundreds). Its shapes never change (the prompt's width only matters to the eager prefill),
+    so it compiles once per batch size; there is no host
+    synchronisation inside the loop but one finished-check every 32 tokens. -> (B, max_new_tokens)"""
+    B, W = input_ids.shape
+    key = (id(model), B)
+    if key not in STATIC_DECODERS:
+        cache = StaticCache(config=model.config, max_cache_len=cfg.rollout.max_context)
+        step = functools.partial(decoding_step, model, cache)
+        if model.device.type == "cuda":
+            step = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+        STATIC_DECODERS[key] = cache, step
+    cache, step = STATIC_DECODERS[key]
+    cache.reset()
+    mask = torch.zeros((B, cfg.rollout.max_context), dtype=torch.long, device=input_ids.device)  # (B, L) all turn
+    mask[:, :W] = attention_mask
+    position = attention_mask.sum(-1, keepdim=True) - 1  # (B, 1) position of each row's last prompt token
+    logits = model(input_ids=input_ids, attention_mask=mask, position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0),
+                   past_key_values=cache, cache_position=torch.arange(W, device=input_ids.device),
+                   logits_to_keep=1).logits[:, -1].float()  # prefill, eager: (B, V)
+    allow_eos = torch.tensor(cfg.rollout.min_new_tokens == 0, device=input_ids.device)
+    if not allow_eos:
+        logits[:, eos_id] = float("-inf")
+    token = logits.argmax(-1) if temperature == 0 else \
+        (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
+    out = torch.full((B, cfg.rollout.max_new_tokens), pad_id, dtype=torch.long, device=input_ids.device)
+    finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
+    for t in range(cfg.rollout.max_new_tokens):
+        token = torch.where(finished, pad_id, token)  # rows that already stopped emit padding
+        out[:, t] = token
+        finished |= token == eos_id
+        if t == cfg.rollout.max_new_tokens - 1 or (t % 32 == 31 and bool(finished.all())):
+            break
+        mask[:, W + t] = 1
+        position += 1
+        allow_eos.fill_(t + 1 >= cfg.rollout.min_new_tokens)
+        token = step(token[:, None].clone(), position.clone(), torch.tensor([W + t], device=input_ids.device),
+                     mask, temperature, eos_id, allow_eos)
+    return out
 
 
 def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
@@ -365,24 +408,26 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
         width = max(map(len, contexts))
-        if static:  # ... and a few prompt widths only
-            width = -(-width // cfg.rollout.length_bucket) * cfg.rollout.length_bucket
         input_ids = torch.full((len(contexts), width), tokenizer.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
         for i, context in enumerate(contexts):  # left padding: every row's next token is at column `width`
             input_ids[i, width - len(context):] = torch.tensor(context)
             attention_mask[i, width - len(context):] = 1
-        sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
-            else dict(do_sample=False)
-        extra = dict(past_key_values=static_cache(model, len(contexts), cfg)) if static else {}
-        # Pass every sampler knob: generate() would otherwise apply the model's generation_config
-        # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
-        out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
-                             max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
-                             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                             repetition_penalty=1.0, **sampling, **extra)
+        input_ids, attention_mask = input_ids.to(model.device), attention_mask.to(model.device)
+        if static:
+            new_tokens = static_generate(model, input_ids, attention_mask, cfg, temperature,
+                                         tokenizer.eos_token_id, tokenizer.pad_token_id)
+        else:
+            sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
+                else dict(do_sample=False)
+            # Pass every sampler knob: generate() would otherwise apply the model's generation_config
+            # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
+            new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                        max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
+                                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                                        repetition_penalty=1.0, **sampling)[:, width:]
         responses = []
-        for row in out[:rows, width:].tolist():  # one host transfer per turn
+        for row in new_tokens[:rows].tolist():  # one host transfer per turn
             # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.
             responses.append(row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row)
         policy.generate_s += time.perf_counter() - started
@@ -532,59 +577,62 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     B = batch["response_mask"].shape[0]
     sums, counts = {}, {}
 
-    def log(name, value):
-        sums[name] = sums.get(name, 0.0) + float(value)
+    def log(name, value):  # tensors stay on the device; one host transfer at the end
+        sums[name] = sums.get(name, 0.0) + (value.detach() if torch.is_tensor(value) else value)
         counts[name] = counts.get(name, 0) + 1
+
+    def actor_loss(rows, ids, attention, mask, num_tokens):
+        take = lambda name: batch[name][rows, :mask.shape[1]]
+        with autocast(device):
+            logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
+        pg_loss, pg_metrics = starpo.policy_loss(logp, take("old_logp"), take("advantages"), mask,
+                                                 cfg.algo.clip_low, cfg.algo.clip_high,
+                                                 dual_clip=cfg.algo.dual_clip or None, loss_normalizer=num_tokens)
+        loss = pg_loss
+        if cfg.algo.entropy_coef > 0:  # entropy bonus: a brake on the collapse of exploration
+            loss = loss - cfg.algo.entropy_coef * (entropy * mask).sum() / num_tokens
+        if cfg.algo.kl_coef > 0 and cfg.algo.estimator == "grpo":  # GRPO: k3 inside the loss
+            loss = loss + cfg.algo.kl_coef * (starpo.kl_estimate(logp, take("ref_logp"), "k3") * mask).sum() / num_tokens
+        log("train/policy_loss", pg_loss)
+        log("train/entropy", starpo.masked_mean(entropy.detach(), mask))
+        for key, value in pg_metrics.items():
+            log(f"train/{key}", value)
+        return loss
+
+    def critic_loss(rows, ids, attention, mask, num_tokens):
+        take = lambda name: batch[name][rows, :mask.shape[1]]
+        with autocast(device):
+            values = token_values(critic, ids, attention, mask)
+        loss, v_metrics = starpo.value_loss(values, take("values"), take("returns"), mask, cfg.algo.value_clip,
+                                            loss_normalizer=num_tokens)
+        log("train/value_loss", loss)
+        log("train/vf_clipfrac", v_metrics["vf_clipfrac"])
+        return loss
 
     for _ in range(cfg.algo.ppo_epochs):
         order = torch.randperm(B, generator=generator).to(device)
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
             num_tokens = batch["response_mask"][mini].sum().clamp(min=1)  # the loss normaliser
-            actor_opt.zero_grad(set_to_none=True)
-            if critic is not None:
-                critic_opt.zero_grad(set_to_none=True)
-            for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
-                width = mask.shape[1]
-                take = lambda name: batch[name][rows, :width]
-                with autocast(device):
-                    logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
-                pg_loss, pg_metrics = starpo.policy_loss(logp, take("old_logp"), take("advantages"), mask,
-                                                         cfg.algo.clip_low, cfg.algo.clip_high,
-                                                         dual_clip=cfg.algo.dual_clip or None, loss_normalizer=num_tokens)
-                loss = pg_loss
-                if cfg.algo.entropy_coef > 0:  # entropy bonus: a brake on the collapse of exploration
-                    loss = loss - cfg.algo.entropy_coef * (entropy * mask).sum() / num_tokens
-                if cfg.algo.kl_coef > 0 and cfg.algo.estimator == "grpo":  # GRPO: k3 inside the loss
-                    loss = loss + cfg.algo.kl_coef * (starpo.kl_estimate(logp, take("ref_logp"), "k3") * mask).sum() / num_tokens
-                loss.backward()
-                log("train/policy_loss", pg_loss.detach())
-                log("train/entropy", starpo.masked_mean(entropy.detach(), mask))
-                for key, value in pg_metrics.items():
-                    log(f"train/{key}", value)
-                if critic is not None:
-                    with autocast(device):
-                        values = token_values(critic, ids, attention, mask)
-                    v_loss, v_metrics = starpo.value_loss(values, take("values"), take("returns"), mask,
-                                                          cfg.algo.value_clip, loss_normalizer=num_tokens)
-                    v_loss.backward()
-                    log("train/value_loss", v_loss.detach())
-                    log("train/vf_clipfrac", v_metrics["vf_clipfrac"])
-            # A NaN/inf loss shows up as a non-finite gradient norm: skip the step, keep the weights.
-            for name, model, optimizer in (("actor", actor, actor_opt), ("critic", critic, critic_opt)):
+            # Actor, then critic: one model's gradients in memory at a time.
+            for name, model, optimizer, loss_fn in (("actor", actor, actor_opt, actor_loss),
+                                                    ("critic", critic, critic_opt, critic_loss)):
                 if model is None:
                     continue
+                for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+                    loss_fn(rows, ids, attention, mask, num_tokens).backward()  # sums to the mini-batch mean
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)
-                if torch.isfinite(grad_norm):
+                if torch.isfinite(grad_norm):  # a NaN/inf loss shows here: skip the step, keep the weights
                     optimizer.step()
                 else:
                     warnings.warn(f"non-finite {name} gradient norm: update skipped")
                     log(f"train/{name}_skipped_updates", 1)
-                log(f"train/{'grad_norm' if name == 'actor' else 'critic_grad_norm'}", grad_norm)
-    metrics = {name: sums[name] / counts[name] for name in sums}
+                optimizer.zero_grad(set_to_none=True)  # free the gradients before the next model's pass
+                log("train/grad_norm" if name == "actor" else "train/critic_grad_norm", grad_norm)
+    metrics = {name: float(sums[name]) / counts[name] for name in sums}
     for name in ("train/actor_skipped_updates", "train/critic_skipped_updates"):
         if name in sums:
-            metrics[name] = sums[name]
+            metrics[name] = float(sums[name])
     if critic is not None:  # how much of the return's variance the critic explains (1 = all, <0 = worse than 0)
         mask = batch["response_mask"]
         residual = starpo.masked_mean((batch["returns"] - batch["values"]) ** 2, mask) - \

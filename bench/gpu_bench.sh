@@ -15,6 +15,6 @@ run() {  # name, timeout, overrides...
     > "$out/$name.jsonl" 2> "$out/$name.log"
   echo "exit $?"; cat "$out/$name.jsonl"; tail -3 "$out/$name.log"
 }
-run eager 200 rollout.cache=dynamic
+run eager 150 rollout.cache=dynamic
 TORCH_LOGS=recompiles run static 260 rollout.cache=static
-run lowmem 150 rollout.cache=static algo.micro_batch_size=2 model.gradient_checkpointing=true
+run lowmem 200 rollout.cache=dynamic algo.micro_batch_size=2 model.gradient_checkpointing=true

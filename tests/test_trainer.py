@@ -414,57 +414,64 @@ def test_rollout_masks_with_llm_policy(tok_actor):
 # 4. Sampling is exactly softmax(logits / T), whatever the model's generation_config says
 # ================================================================================================
 def test_sampling_is_exactly_softmax_over_temperature(tok_actor):
+    """Two contexts of different lengths in one left-padded batch, one sampled token each."""
     tok, actor = tok_actor
     cfg = ns("rollout.max_new_tokens=1", "rollout.min_new_tokens=0")
     model = copy.deepcopy(actor).eval()
     V = len(tok)
+    with torch.no_grad():  # peaky, context-dependent logits: real logits x 3, plus 12 favoured tokens
+        model.model.norm.weight.mul_(3.0)
     chosen = torch.randperm(V, generator=torch.Generator().manual_seed(1))[:12]
-    offset = torch.zeros(model.config.vocab_size)  # peaky: 12 likely tokens and a long tail
+    offset = torch.zeros(model.config.vocab_size)
     offset[chosen] = torch.tensor([4.0, 3.7, 3.4, 3.1, 2.8, 2.5, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2])
     model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
     # Qwen-like sampler defaults that generate() applies unless told otherwise
     model.generation_config.do_sample = True
     model.generation_config.top_k, model.generation_config.top_p = 5, 0.5
     model.generation_config.repetition_penalty = 1.5
-    context = [tok.convert_tokens_to_ids("<|im_start|>"), *chosen[:3].tolist(), 5, 7, 11]
-    T = 0.7
-    with torch.no_grad():
-        z = model(torch.tensor([context])).logits[0, -1, :V].double()
-    p = torch.softmax(z / T, -1)
-
-    bins = chosen.tolist()  # one bin per likely token, one for the tail
-
-    def binned(dist):
-        return torch.cat([dist[bins], (1 - dist[bins].sum()).reshape(1)])
-
-    def tv(a, b):
-        return 0.5 * (binned(a) - binned(b)).abs().sum().item()
-
-    # what the three knobs would do, so that the test provably tells them apart
-    top5 = torch.zeros_like(p)
-    top5[z.topk(5).indices] = p[z.topk(5).indices]
-    order = p.argsort(descending=True)
-    nucleus = torch.zeros_like(p)
-    keep = order[(p[order].cumsum(0) - p[order]) < 0.5]
-    nucleus[keep] = p[keep]
-    penalised = z.clone()
-    seen = torch.tensor(sorted(set(context)))
-    penalised[seen] = torch.where(penalised[seen] < 0, penalised[seen] * 1.5, penalised[seen] / 1.5)
-    wrong = {"top_k": top5 / top5.sum(), "top_p": nucleus / nucleus.sum(), "repetition": torch.softmax(penalised / T, -1)}
-
-    M = 4000
+    im_start = tok.convert_tokens_to_ids("<|im_start|>")
+    contexts = [[im_start, *chosen[:3].tolist(), 5, 7, 11],
+                [im_start, *encode(tok, "user\nState:\n#P_X#"), *chosen[:4].tolist(), 9]]
+    assert len(contexts[1]) > len(contexts[0]) + 5
+    T, M = 0.7, 2000
     torch.manual_seed(0)
-    responses = ragen_mini.llm_policy(model, tok, cfg, T)([context] * M)
+    responses = ragen_mini.llm_policy(model, tok, cfg, T)(contexts * M)  # rows alternate: short, long, ...
     assert all(len(r) == 1 for r in responses)
-    freq = torch.bincount(torch.tensor([r[0] for r in responses]), minlength=V).double() / M
-    q = binned(p)
-    expected_tv = 0.5 * torch.sqrt(2 * q * (1 - q) / (math.pi * M)).sum().item()
-    tolerance = 2.5 * expected_tv
-    for name, dist in wrong.items():
-        assert tv(p, dist) > 3 * tolerance, name
-    assert tv(freq, p) < tolerance, {name: tv(freq, dist) for name, dist in wrong.items()}
-    sigma = torch.sqrt(q * (1 - q) / M)
-    assert ((binned(freq) - q).abs() < 5 * sigma + 1e-3).all()
+    for k, context in enumerate(contexts):
+        with torch.no_grad():
+            z = model(torch.tensor([context])).logits[0, -1, :V].double()
+        p = torch.softmax(z / T, -1)
+        bins = p.argsort(descending=True)[:16]  # the 16 likeliest tokens, one bin each, and the tail
+
+        def binned(dist):
+            return torch.cat([dist[bins], (1 - dist[bins].sum()).reshape(1)])
+
+        def tv(a, b):
+            return 0.5 * (binned(a) - binned(b)).abs().sum().item()
+
+        # what the three knobs would do, so that the test provably tells them apart
+        top5 = torch.zeros_like(p)
+        top5[z.topk(5).indices] = p[z.topk(5).indices]
+        order = p.argsort(descending=True)
+        nucleus = torch.zeros_like(p)
+        keep = order[(p[order].cumsum(0) - p[order]) < 0.5]
+        nucleus[keep] = p[keep]
+        penalised = z.clone()
+        seen = torch.tensor(sorted(set(context)))
+        penalised[seen] = torch.where(penalised[seen] < 0, penalised[seen] * 1.5, penalised[seen] / 1.5)
+        wrong = {"top_k": top5 / top5.sum(), "top_p": nucleus / nucleus.sum(),
+                 "repetition": torch.softmax(penalised / T, -1)}
+
+        sampled = torch.tensor([r[0] for r in responses[k::2]])
+        freq = torch.bincount(sampled, minlength=V).double() / M
+        q = binned(p)
+        expected_tv = 0.5 * torch.sqrt(2 * q * (1 - q) / (math.pi * M)).sum().item()
+        tolerance = 2.5 * expected_tv
+        for name, dist in wrong.items():
+            assert tv(p, dist) > 3 * tolerance, name
+        assert tv(freq, p) < tolerance, (k, tv(freq, p), {name: tv(freq, dist) for name, dist in wrong.items()})
+        sigma = torch.sqrt(q * (1 - q) / M)
+        assert ((binned(freq) - q).abs() < 5 * sigma + 1e-3).all(), k
 
 
 # ================================================================================================
@@ -627,6 +634,32 @@ def test_grpo_advantages_and_reward_position(tok_actor):
         assert batch["advantages"][b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-5)
         others = [j for j in range(batch["response_mask"].shape[1]) if j not in positions]
         assert (batch["advantages"][b, others] == 0).all()
+
+
+def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
+    """Pitfall 8: accumulating micro-batches must give the mini-batch token mean's gradient exactly,
+    whatever the micro-batch size (trajectories have different numbers of response tokens)."""
+    tok, actor0 = tok_actor
+    base = ["env.name=sokoban", "algo.filter_ratio=1.0", "algo.mini_batch_size=8", "algo.estimator=gae",
+            "algo.entropy_coef=0.1", "algo.grad_clip=1.0e9"]
+    actor = eos_boosted(actor0, tok, boost=4.0)
+    torch.manual_seed(0)
+    critic = ragen_mini.build_critic(ns(*base), actor, CPU)
+    torch.nn.init.normal_(critic.value_head.weight, std=0.3)
+    _, batch = real_batch(tok, actor, ns(*base, "algo.micro_batch_size=8"), critic)
+    assert len(set(batch["response_mask"].sum(-1).tolist())) > 2
+    steps = {}
+    for micro in (8, 3, 1):
+        a, c = copy.deepcopy(actor), copy.deepcopy(critic)
+        before = [p.detach().clone() for p in [*a.parameters(), *c.parameters()]]
+        # plain SGD with lr 1: the weight change IS the (unclipped) accumulated gradient
+        ragen_mini.update(copy.deepcopy(batch), a, c, torch.optim.SGD(a.parameters(), lr=1.0),
+                          torch.optim.SGD(c.parameters(), lr=1.0), ns(*base, f"algo.micro_batch_size={micro}"), CPU,
+                          torch.Generator().manual_seed(0))
+        steps[micro] = torch.cat([(p.detach() - b).flatten() for p, b in zip([*a.parameters(), *c.parameters()], before)])
+    assert steps[8].norm() > 0
+    for micro in (3, 1):
+        assert (steps[micro] - steps[8]).norm() / steps[8].norm() < 1e-4, micro
 
 
 @pytest.mark.parametrize("corruption", ["nan_advantage", "inf_advantage", "nan_loss"])
@@ -795,6 +828,24 @@ def test_checkpoint_loads_with_auto_classes(resume_runs):
     actor_b = AutoModelForCausalLM.from_pretrained(run_b / "checkpoint" / "actor")
     for (name, pa), (_, pb) in zip(actor.state_dict().items(), actor_b.state_dict().items()):
         assert torch.allclose(pa, pb, atol=1e-6), name
+
+
+def test_resume_keeps_train_mode_and_gradient_checkpointing(tmp_path, monkeypatch):
+    # BUG: the resumed actor comes from from_pretrained (eval mode) and gradient_checkpointing_enable()
+    # is never called on it, so model.gradient_checkpointing=true silently stops after a resume.
+    seen = []
+    real_update = ragen_mini.update
+
+    def spy(batch, actor, critic, *args, **kwargs):
+        seen.append((actor.training, actor.is_gradient_checkpointing, critic.training,
+                     critic.backbone.is_gradient_checkpointing))
+        return real_update(batch, actor, critic, *args, **kwargs)
+
+    monkeypatch.setattr(ragen_mini, "update", spy)
+    run_dir = run_main(tmp_path, "env.name=sokoban", "model.gradient_checkpointing=true", "checkpoint.every=1",
+                       "train.iterations=1", "eval.every=0")
+    ragen_mini.main(["--resume", str(run_dir), "train.iterations=2"])
+    assert seen == [(True, True, True, True)] * 2
 
 
 def test_resume_without_checkpoint_exits_with_a_message(tmp_path):
