@@ -9,14 +9,15 @@ built here from a transformers config, with random weights:
                                    151,936): the same compute and memory as the real weights, for GPU
                                    speed measurements (ragen_mini.py --bench).
 
-Both use a tokenizer built here too: byte-level BPE (so decode(encode(x)) == x for ANY text, unicode
-included) trained in a fraction of a second on the texts the environments produce, plus a ChatML chat
+Both use a tokenizer built here too: byte-level BPE (so decode(encode(x)) == x for any NFC text, which
+every env text is) trained in a fraction of a second on the texts the environments produce, plus a ChatML chat
 template like Qwen's (`<|im_start|>role\\n...<|im_end|>\\n`). Trained on that narrow corpus, a vocabulary
 of a couple of thousand tokens turns action names and whole grid rows into single tokens, which keeps
 the tiny model's sequences short.
 """
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, end of turn (EOS)
 FORMAT_TAGS = ["<think>", "</think>", "<answer>", "</answer>"]  # one token each: the format is 4 tokens
@@ -36,7 +37,11 @@ def build_tokenizer(corpus, vocab_size=2048):
     '√ P_S ünïcode'
     """
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # no normaliser: lossless
+    # Qwen2's own pipeline (NFC, its split regex, byte-level): AutoTokenizer, which reads model_type
+    # "qwen2" from a saved checkpoint, then rebuilds exactly this tokenizer.
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), "isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

@@ -15,6 +15,8 @@ run() {  # name, timeout, overrides...
     > "$out/$name.jsonl" 2> "$out/$name.log"
   echo "exit $?"; cat "$out/$name.jsonl"; tail -3 "$out/$name.log"
 }
+python3 bench/profile_rollout.py rollout.cache=static > "$out/profile_static.txt" 2>&1; tail -45 "$out/profile_static.txt" | cut -c1-200
+python3 bench/profile_rollout.py rollout.cache=dynamic > "$out/profile_dynamic.txt" 2>&1; tail -32 "$out/profile_dynamic.txt" | cut -c1-200
 run eager 150 rollout.cache=dynamic
 TORCH_LOGS=recompiles run static 260 rollout.cache=static
 run lowmem 200 rollout.cache=dynamic algo.micro_batch_size=2 model.gradient_checkpointing=true

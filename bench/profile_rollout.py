@@ -1,0 +1,34 @@
+"""Where does a rollout's time go? Profiles one rollout of the benchmark setup (after a warm-up one)
+with torch.profiler and prints the kernels that take the most GPU time, and host vs device totals.
+
+    python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.cache=static
+"""
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, ".")
+import ragen_mini  # noqa: E402
+
+overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
+cfg = ragen_mini.namespace(ragen_mini.load_config("config.yaml", overrides))
+device = torch.device("cuda")
+tokenizer, actor = ragen_mini.load_models(cfg, device)
+sampler = actor.to(torch.bfloat16).eval()
+P, N = cfg.rollout.groups, cfg.rollout.group_size
+seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
+for label in ("warm-up", "profiled"):
+    policy = ragen_mini.llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+    start = time.perf_counter()
+    if label == "profiled":
+        profiler.start()
+    trajectories = ragen_mini.rollout(policy, tokenizer, cfg, seeds, groups)
+    torch.cuda.synchronize()
+    if label == "profiled":
+        profiler.stop()
+    print(f"{label}: rollout {time.perf_counter() - start:.2f} s, generate {policy.generate_s:.2f} s, "
+          f"context {np.mean([len(t['ids']) for t in trajectories]):.0f} tokens")
+print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
