@@ -229,8 +229,6 @@ def load_models(cfg, device, checkpoint=None):
                 "  - offline? download it elsewhere (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct --local-dir "
                 "DIR), copy DIR here and pass model.name=DIR\n"
                 "  - or train the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
-    if cfg.model.gradient_checkpointing:
-        actor.gradient_checkpointing_enable()
     return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
 
 
@@ -241,8 +239,6 @@ def build_critic(cfg, actor, device):
         backbone = copy.deepcopy(actor.base_model)
     else:
         backbone = AutoModel.from_pretrained(cfg.model.name, dtype=torch.float32)
-        if cfg.model.gradient_checkpointing:
-            backbone.gradient_checkpointing_enable()
     return Critic(backbone, actor.config.hidden_size).to(device).train()
 
 
@@ -423,6 +419,7 @@ def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, 
     token = logits.argmax(-1) if temperature == 0 else \
         (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
     out = torch.full((B, cfg.rollout.max_new_tokens), pad_id, dtype=torch.long, device=input_ids.device)
+    cache_positions = torch.arange(W, W + cfg.rollout.max_new_tokens, device=input_ids.device)  # no per-step copy
     finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     for t in range(cfg.rollout.max_new_tokens):
         token = torch.where(finished, pad_id, token)  # rows that already stopped emit padding
@@ -433,8 +430,8 @@ def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, 
         mask[:, W + t] = 1
         position += 1
         allow_eos.fill_(t + 1 >= cfg.rollout.min_new_tokens)
-        token = step(token[:, None].clone(), position.clone(), torch.tensor([W + t], device=input_ids.device),
-                     mask, temperature, eos_id, allow_eos)
+        token = step(token[:, None].clone(), position.clone(), cache_positions[t:t + 1], mask, temperature,
+                     eos_id, allow_eos)
     return out
 
 
@@ -802,6 +799,10 @@ def train(cfg_dict, resume_dir=None, bench=False):
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
     # The GPU samples from a bf16 copy (half the bytes per decoding step); float32 master weights train.
     sampler = copy.deepcopy(actor).to(torch.bfloat16).eval() if device.type == "cuda" else actor
+    if cfg.model.gradient_checkpointing:  # after the copy: the sampler never runs backward
+        actor.gradient_checkpointing_enable()
+        if critic is not None:
+            critic.backbone.gradient_checkpointing_enable()
     optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr, weight_decay=cfg.algo.weight_decay)}
     if critic is not None:
         optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=cfg.algo.weight_decay)
@@ -834,6 +835,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
             f.write(json.dumps(metrics) + "\n")
 
     P, N = cfg.rollout.groups, cfg.rollout.group_size
+    started = time.time()
     if start == 1 and cfg.eval.every > 0:
         write({"iteration": 0, **evaluate(sampler, tokenizer, cfg, 0, run_dir)})
     progress = tqdm(range(start, cfg.train.iterations + 1), desc="train", initial=start - 1,
@@ -882,17 +884,21 @@ def train(cfg_dict, resume_dir=None, bench=False):
             metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
         metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if device.type == "cuda" else
                                        __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss * 1024) / 2**30
-        if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or iteration == cfg.train.iterations):
+        last = iteration == cfg.train.iterations or (cfg.train.time_limit_min > 0 and
+                                                     time.time() - started > 60 * cfg.train.time_limit_min)
+        if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last):
             metrics.update(evaluate(sampler, tokenizer, cfg, iteration, run_dir))
         write(metrics)
         if bench:
             print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
         else:
             plots.plot_run(run_dir)
-        if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or iteration == cfg.train.iterations):
+        if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last):
             save_checkpoint(checkpoint, iteration, models, optimizers, seed_rng, generator)
         progress.set_postfix(success=f"{metrics['rollout/success']:.2f}", reward=f"{metrics['rollout/reward_mean']:.2f}",
                              entropy=f"{metrics['train/entropy']:.2f}")
+        if last:
+            break
     return run_dir
 
 
