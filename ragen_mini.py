@@ -891,7 +891,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
         write(metrics)
         if bench:
             print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
-        else:
+        elif iteration % 10 == 0 or last:  # a page of plots costs about a second: not every iteration
             plots.plot_run(run_dir)
         if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last):
             save_checkpoint(checkpoint, iteration, models, optimizers, seed_rng, generator)
