@@ -12,18 +12,16 @@ One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
   4. ADVANTAGE GAE over the whole conversation (PPO) or group-normalised (GRPO).    -> compute_advantages()
   5. UPDATE    clipped policy loss + value loss over mini-batches.                  -> update()
 The algorithms live in starpo.py, the environments in envs.py; this file is the plumbing around them.
+fast_decode.py is the GPU fast path of the rollout, tiny.py the in-process model, plots.py the plots.
 """
 import argparse
 import copy
 import difflib
-import functools
 import json
-import math
 import os
 import random
 import shutil
 import socket
-import sys
 import time
 import warnings
 from types import SimpleNamespace
@@ -33,15 +31,14 @@ import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
-from transformers import AttentionInterface, AutoModel, AutoModelForCausalLM, AutoTokenizer, StaticCache
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 import plots
 import starpo
 import tiny
 from baselines import random_turn_actions
 from envs import make_env, parse_answer
+from fast_decode import static_generate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEM_PROMPT = "You're a helpful assistant."
@@ -349,90 +346,6 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     for t in trajectories:
         del t["env"]
     return trajectories
-
-
-def decode_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """Attention for one new token per row over a long KV cache, without copying the cache.
-
-    Qwen2.5-0.5B has 14 query heads sharing 2 key/value heads (grouped-query attention). Given a
-    padding mask, transformers' SDPA path first copies K and V 7 times to 14 heads: at batch 128 over a
-    3600-token static cache that is 1.6 GB per layer per token, and it was 60% of rollout time (see
-    README, performance). Here each group of 7 query heads reads its shared K and V once instead.
-    Prompts (more than one query) go to the usual fused kernel. -> (B, 1, H, d)
-    """
-    if query.shape[2] > 1:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-    B, H, _, d = query.shape
-    G = key.shape[1]
-    scores = query.view(B, G, H // G, d) @ key.transpose(-1, -2) * scaling  # (B, G, H/G, L)
-    if attention_mask is not None:  # (B, 1, 1, L): True = may attend
-        scores = scores.masked_fill(~attention_mask, float("-inf"))
-    output = scores.float().softmax(-1).to(value.dtype) @ value  # (B, G, H/G, d): head g*H/G + j uses K/V g
-    return output.reshape(B, 1, H, d), None
-
-
-AttentionInterface.register("decode_gqa", decode_attention)
-AttentionMaskInterface.register("decode_gqa", sdpa_mask)  # same boolean padding mask as SDPA
-
-
-STATIC_DECODERS = {}  # (model, batch size) -> (StaticCache, compiled decoding step), built once
-
-
-def decoding_step(model, cache, token, position, cache_position, attention_mask, temperature, eos_id, allow_eos):
-    """One token for every row: forward one position through the KV cache, then sample exactly from
-    softmax(logits / T) with the exponential race (argmax of p / E, E ~ Exp(1)), all on the GPU."""
-    logits = model(input_ids=token, position_ids=position, attention_mask=attention_mask, past_key_values=cache,
-                   cache_position=cache_position, use_cache=True).logits[:, -1].float()  # (B, V)
-    logits[:, eos_id] = torch.where(allow_eos, logits[:, eos_id], float("-inf"))  # min_new_tokens
-    if temperature == 0:
-        return logits.argmax(-1)
-    return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)  # (B,)
-
-
-@torch.no_grad()
-def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, pad_id):
-    """What `generate` does, for rollout.cache=static: a KV cache of fixed shape, allocated once and reset
-    each turn, and one decoding step that torch.compile captures as a CUDA graph (one launch per token
-    instead of hundreds). Its shapes never change (the prompt's width only matters to the eager prefill),
-    so it compiles once per batch size; there is no host
-    synchronisation inside the loop but one finished-check every 32 tokens. -> (B, max_new_tokens)"""
-    B, W = input_ids.shape
-    key = (id(model), B)
-    if key not in STATIC_DECODERS:
-        model.set_attn_implementation("decode_gqa")
-        cache = StaticCache(config=model.config, max_cache_len=cfg.rollout.max_context)
-        step = functools.partial(decoding_step, model, cache)
-        if model.device.type == "cuda":
-            step = torch.compile(step, mode="reduce-overhead", fullgraph=True)
-        STATIC_DECODERS[key] = cache, step
-    cache, step = STATIC_DECODERS[key]
-    cache.reset()
-    mask = torch.zeros((B, cfg.rollout.max_context), dtype=torch.long, device=input_ids.device)  # (B, L) all turn
-    mask[:, :W] = attention_mask
-    position = attention_mask.sum(-1, keepdim=True) - 1  # (B, 1) position of each row's last prompt token
-    logits = model(input_ids=input_ids, attention_mask=mask, position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0),
-                   past_key_values=cache, cache_position=torch.arange(W, device=input_ids.device),
-                   logits_to_keep=1).logits[:, -1].float()  # prefill, eager: (B, V)
-    allow_eos = torch.tensor(cfg.rollout.min_new_tokens == 0, device=input_ids.device)
-    if not allow_eos:
-        logits[:, eos_id] = float("-inf")
-    token = logits.argmax(-1) if temperature == 0 else \
-        (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
-    out = torch.full((B, cfg.rollout.max_new_tokens), pad_id, dtype=torch.long, device=input_ids.device)
-    cache_positions = torch.arange(W, W + cfg.rollout.max_new_tokens, device=input_ids.device)  # no per-step copy
-    finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
-    for t in range(cfg.rollout.max_new_tokens):
-        token = torch.where(finished, pad_id, token)  # rows that already stopped emit padding
-        out[:, t] = token
-        finished |= token == eos_id
-        if t == cfg.rollout.max_new_tokens - 1 or (t % 32 == 31 and bool(finished.all())):
-            break
-        mask[:, W + t] = 1
-        position += 1
-        allow_eos.fill_(t + 1 >= cfg.rollout.min_new_tokens)
-        token = step(token[:, None].clone(), position.clone(), cache_positions[t:t + 1], mask, temperature,
-                     eos_id, allow_eos)
-    return out
 
 
 def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
