@@ -12,11 +12,11 @@ One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
   4. ADVANTAGE GAE over the whole conversation (PPO) or group-normalised (GRPO).    -> compute_advantages()
   5. UPDATE    clipped policy loss + value loss over mini-batches.                  -> update()
 The algorithms live in starpo.py, the environments in envs.py; this file is the plumbing around them.
-fast_decode.py is the GPU fast path of the rollout, tiny.py the in-process model, plots.py the plots.
+config.py reads and checks the config, fast_decode.py is the GPU fast path of the rollout, tiny.py the
+in-process model, plots.py the plots.
 """
 import argparse
 import copy
-import difflib
 import json
 import os
 import random
@@ -24,7 +24,6 @@ import shutil
 import socket
 import time
 import warnings
-from types import SimpleNamespace
 from urllib.parse import urlparse
 
 import numpy as np
@@ -38,122 +37,10 @@ import starpo
 import tiny
 from baselines import random_turn_actions
 from envs import make_env, parse_answer
+from config import ConfigError, load_config, namespace, new_env
 from fast_decode import static_generate
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEM_PROMPT = "You're a helpful assistant."
-
-
-# ======================================================================================================
-# Config: config.yaml next to this file is the schema (every key, its type, its default); a user config
-# file and `section.key=value` overrides are laid over it, and any unknown key or wrong type stops the
-# program before a model is loaded.
-# ======================================================================================================
-class ConfigError(ValueError):
-    pass
-
-
-def _set_key(cfg, schema, dotted, value, source):
-    *sections, key = dotted.split(".")
-    node, spec = cfg, schema
-    for part in sections + [key]:
-        if not isinstance(spec, dict) or part not in spec:
-            valid = sorted(_flat_keys(schema))
-            hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
-            raise ConfigError(f"{source}: unknown config key '{dotted}'"
-                              + (f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(valid)}"))
-        if part != key:
-            node, spec = node[part], spec[part]
-    default = spec[key]
-    if isinstance(default, float) and isinstance(value, str):  # YAML 1.1 reads "1e-6" as a string
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    if isinstance(default, dict) and key != "kwargs":  # a whole section given as a mapping: recurse
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: '{dotted}' is a section; give its keys, e.g. {dotted}.<key>=...")
-        for sub, sub_value in value.items():
-            _set_key(cfg, schema, f"{dotted}.{sub}", sub_value, source)
-        return
-    if isinstance(default, bool) != isinstance(value, bool) or not (
-            isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))):
-        raise ConfigError(f"{source}: '{dotted}' must be {type(default).__name__} (like {default!r}), "
-                          f"got {value!r} ({type(value).__name__})")
-    node[key] = float(value) if isinstance(default, float) else value
-
-
-def _flat_keys(tree, prefix=""):
-    for key, value in tree.items():
-        if isinstance(value, dict) and key != "kwargs":
-            yield from _flat_keys(value, f"{prefix}{key}.")
-        else:
-            yield prefix + key
-
-
-def load_config(path=None, overrides=()):
-    """Schema defaults <- config file <- command-line overrides, then sanity checks. Returns a dict."""
-    with open(os.path.join(HERE, "config.yaml")) as f:
-        schema = yaml.safe_load(f)
-    cfg = copy.deepcopy(schema)
-    if path:
-        try:
-            with open(path) as f:
-                user = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise ConfigError(f"cannot read config file {path}: {error}") from None
-        for key, value in user.items():
-            _set_key(cfg, schema, key, value, path)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}' must look like section.key=value")
-        key, text = item.split("=", 1)
-        _set_key(cfg, schema, key, yaml.safe_load(text) if text else "", "command line")
-    check_config(cfg)
-    return cfg
-
-
-def check_config(cfg):
-    """Impossible settings fail here, with the reason, before any model loads."""
-    r, a = cfg["rollout"], cfg["algo"]
-    rules = [
-        (cfg["env"]["name"] in ("bandit", "sokoban", "frozenlake"), "env.name must be bandit, sokoban or frozenlake"),
-        (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
-        (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
-        (r["cache"] in ("dynamic", "static"), "rollout.cache must be dynamic or static"),
-        (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
-        (0 < a["filter_ratio"] <= 1, "algo.filter_ratio must be in (0, 1]"),
-        (r["groups"] >= 1 and r["group_size"] >= 1, "rollout.groups and rollout.group_size must be >= 1"),
-        (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
-        (1 <= a["micro_batch_size"] <= a["mini_batch_size"], "need 1 <= algo.micro_batch_size <= algo.mini_batch_size"),
-        (r["temperature"] > 0 and cfg["eval"]["temperature"] >= 0, "temperatures must be > 0 (eval: >= 0, 0 = greedy)"),
-        (0 <= r["min_new_tokens"] <= r["max_new_tokens"], "need 0 <= rollout.min_new_tokens <= rollout.max_new_tokens"),
-        (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
-        (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
-        (a["ppo_epochs"] >= 1 and r["max_new_tokens"] >= 1, "algo.ppo_epochs and rollout.max_new_tokens must be >= 1"),
-        (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
-         "env budgets must be >= 1"),
-        (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),
-    ]
-    for ok, message in rules:
-        if not ok:
-            raise ConfigError(message)
-    try:  # the env's own keyword check (cheap: nothing is generated before reset)
-        new_env(namespace(cfg))
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"env.kwargs: {error}") from None
-    if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
-    kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
-    if a["mini_batch_size"] > kept:
-        raise ConfigError(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
-                          "iteration (groups x group_size x filter_ratio)")
-
-
-def namespace(tree):
-    """cfg['rollout']['temperature'] -> cfg.rollout.temperature (env.kwargs stays a dict)."""
-    return SimpleNamespace(**{k: namespace(v) if isinstance(v, dict) and k != "kwargs" else v
-                              for k, v in tree.items()})
 
 
 # ======================================================================================================
@@ -244,12 +131,6 @@ def build_critic(cfg, actor, device):
 # `generate` call. A trajectory is kept as the exact token ids the model saw and produced, with
 # response_mask = 1 only on tokens the model sampled (REFERENCE pitfalls 5-7).
 # ======================================================================================================
-def new_env(cfg):
-    """The configured env; Bandit has no action budget to set (one pull ends it)."""
-    budget = {} if cfg.env.name == "bandit" else {"max_actions": cfg.env.max_actions}
-    return make_env(cfg.env.name, **budget, **cfg.env.kwargs)
-
-
 def first_user_message(env, cfg):
     symbols = "".join(f"\n{symbol}: {meaning}" for symbol, meaning in env.symbols.items())
     return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
