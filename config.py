@@ -28,6 +28,8 @@ def _set_key(cfg, schema, dotted, value, source):
     *sections, key = dotted.split(".")
     node, spec = cfg, schema
     for part in sections + [key]:
+        if isinstance(spec, dict) and spec.get(part) == {} and part == "kwargs" and part != key:
+            raise ConfigError(f"{source}: give env keywords as one mapping: env.kwargs={{name: value}}")
         if not isinstance(spec, dict) or part not in spec:
             valid = sorted(_flat_keys(schema))
             hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
@@ -102,6 +104,12 @@ def check_config(cfg):
         (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
         (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
         (a["ppo_epochs"] >= 1 and r["max_new_tokens"] >= 1, "algo.ppo_epochs and rollout.max_new_tokens must be >= 1"),
+        (0 <= a["clip_low"] <= 1 and a["clip_high"] >= 0, "need 0 <= algo.clip_low <= 1 and algo.clip_high >= 0"),
+        (0 <= a["gamma"] <= 1 and 0 <= a["lam"] <= 1, "algo.gamma and algo.lam must be in [0, 1]"),
+        (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
+        (cfg["eval"]["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
+        (cfg["warmup"]["steps"] == 0 or cfg["model"]["name"] in ("tiny", "random-qwen2.5-0.5b"),
+         "warmup.steps > 0 trains on random actions: it is for the in-process models only (model.name=tiny)"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
          "env budgets must be >= 1"),
         (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),

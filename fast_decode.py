@@ -1,7 +1,8 @@
 """The GPU fast path of the rollout (rollout.cache=static): a decoder with a KV cache of fixed shape,
 one decoding step captured as a CUDA graph, and an attention for that step that does not copy the
-cache. On one H200 it generates the paper's rollout 4.9x faster than transformers' `generate`
-(README, "Performance on one GPU", with the measurements that led to each piece).
+cache. On one H200 it generates the benchmark's rollout (the paper's batch, 128 tokens per turn) 4.9x
+faster than transformers' `generate` (README, "Performance on one GPU", with the measurements that led
+to each piece).
 
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
 """
@@ -41,14 +42,20 @@ STATIC_DECODERS = {}  # (model, batch size) -> (StaticCache, compiled decoding s
 
 
 def decoding_step(model, cache, token, position, cache_position, attention_mask, temperature, eos_id, allow_eos):
-    """One token for every row: forward one position through the KV cache, then sample exactly from
-    softmax(logits / T) with the exponential race (argmax of p / E, E ~ Exp(1)), all on the GPU."""
+    """One token for every row: forward one position through the KV cache, then sample; all on the GPU."""
     logits = model(input_ids=token, position_ids=position, attention_mask=attention_mask, past_key_values=cache,
                    cache_position=cache_position, use_cache=True).logits[:, -1].float()  # (B, V)
-    logits[:, eos_id] = torch.where(allow_eos, logits[:, eos_id], float("-inf"))  # min_new_tokens
+    return sample(logits, temperature, eos_id, allow_eos)
+
+
+def sample(logits, temperature, eos_id, allow_eos):
+    """Exactly softmax(logits / T) by the exponential race: argmax of p / E with E ~ Exp(1), which needs
+    no host synchronisation (torch.multinomial would). T = 0 is greedy. The end-of-turn token is barred
+    while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
+    logits[:, eos_id] = torch.where(allow_eos, logits[:, eos_id], float("-inf"))
     if temperature == 0:
         return logits.argmax(-1)
-    return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)  # (B,)
+    return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
 
 
 @torch.no_grad()
@@ -76,10 +83,7 @@ def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, 
                    past_key_values=cache, cache_position=torch.arange(W, device=input_ids.device),
                    logits_to_keep=1).logits[:, -1].float()  # prefill, eager: (B, V)
     allow_eos = torch.tensor(cfg.rollout.min_new_tokens == 0, device=input_ids.device)
-    if not allow_eos:
-        logits[:, eos_id] = float("-inf")
-    token = logits.argmax(-1) if temperature == 0 else \
-        (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
+    token = sample(logits, temperature, eos_id, allow_eos)
     out = torch.full((B, cfg.rollout.max_new_tokens), pad_id, dtype=torch.long, device=input_ids.device)
     cache_positions = torch.arange(W, W + cfg.rollout.max_new_tokens, device=input_ids.device)  # no per-step copy
     finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)

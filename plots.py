@@ -59,7 +59,7 @@ def plot_runs(run_dirs, path, labels=None):
 
 
 def plot_run(run_dir):
-    """Refresh RUN_DIR/plots.png (called by the trainer after every iteration)."""
+    """Refresh RUN_DIR/plots.png (the trainer calls it every 10 iterations)."""
     plot_runs([run_dir], os.path.join(run_dir, "plots.png"))
 
 

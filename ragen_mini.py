@@ -20,6 +20,7 @@ import copy
 import json
 import os
 import random
+import resource
 import shutil
 import socket
 import time
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
-from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import plots
 import starpo
@@ -119,11 +120,9 @@ def load_models(cfg, device, checkpoint=None):
 def build_critic(cfg, actor, device):
     if not cfg.model.critic or cfg.algo.estimator != "gae":
         return None
-    if cfg.model.name in tiny.IN_PROCESS_MODELS:  # same start as the actor, as the paper's critic
-        backbone = copy.deepcopy(actor.base_model)
-    else:
-        backbone = AutoModel.from_pretrained(cfg.model.name, dtype=torch.float32)
-    return Critic(backbone, actor.config.hidden_size).to(device).train()
+    # The paper's critic starts from the same base model as the actor: copy the actor's transformer (no
+    # second download; when resuming, the critic's own weights are loaded over it).
+    return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
 
 
 # ======================================================================================================
@@ -235,7 +234,8 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
 
     @torch.no_grad()
     def policy(contexts):
-        started = time.perf_counter()
+        started, was_training = time.perf_counter(), model.training
+        model.eval()  # on the CPU the sampler is the actor: with gradient checkpointing, train mode drops the KV cache
         rows = len(contexts)
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
@@ -262,6 +262,7 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
         for row in new_tokens[:rows].tolist():  # one host transfer per turn
             # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.
             responses.append(row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row)
+        model.train(was_training)
         policy.generate_s += time.perf_counter() - started
         return responses
 
@@ -425,11 +426,10 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             loss = loss - cfg.algo.entropy_coef * (entropy * mask).sum() / num_tokens
         if cfg.algo.kl_coef > 0 and cfg.algo.estimator == "grpo":  # GRPO: k3 inside the loss
             loss = loss + cfg.algo.kl_coef * (starpo.kl_estimate(logp, take("ref_logp"), "k3") * mask).sum() / num_tokens
-        log("train/policy_loss", pg_loss)
         log("train/entropy", starpo.masked_mean(entropy.detach(), mask))
         for key, value in pg_metrics.items():
             log(f"train/{key}", value)
-        return loss
+        return loss, pg_loss
 
     def critic_loss(rows, ids, attention, mask, num_tokens):
         take = lambda name: batch[name][rows, :mask.shape[1]]
@@ -437,9 +437,8 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             values = token_values(critic, ids, attention, mask)
         loss, v_metrics = starpo.value_loss(values, take("values"), take("returns"), mask, cfg.algo.value_clip,
                                             loss_normalizer=num_tokens)
-        log("train/value_loss", loss)
         log("train/vf_clipfrac", v_metrics["vf_clipfrac"])
-        return loss
+        return loss, loss
 
     for _ in range(cfg.algo.ppo_epochs):
         order = torch.randperm(B, generator=generator).to(device)
@@ -452,8 +451,12 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 if model is None:
                     continue
                 optimizer.zero_grad(set_to_none=True)
+                step_loss = 0.0  # the micro-batch losses add up to the mini-batch's token mean
                 for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
-                    loss_fn(rows, ids, attention, mask, num_tokens).backward()  # sums to the mini-batch mean
+                    loss, reported = loss_fn(rows, ids, attention, mask, num_tokens)
+                    loss.backward()
+                    step_loss = step_loss + reported.detach()
+                log("train/policy_loss" if name == "actor" else "train/value_loss", step_loss)
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)
                 if torch.isfinite(grad_norm):  # a NaN/inf loss shows here: skip the step, keep the weights
                     optimizer.step()
@@ -498,13 +501,20 @@ def rollout_metrics(trajectories, prefix):
 
 def group_reward_std(scores, group_ids):
     """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
-    return float(np.mean([scores[group_ids == g].std(unbiased=False).item() for g in group_ids.unique()]))
+    stds = [scores[group_ids == g].std().item() if (group_ids == g).sum() > 1 else 0.0 for g in group_ids.unique()]
+    return float(np.mean(stds))  # Bessel's std, as the filter's
 
 
 def evaluate(model, tokenizer, cfg, iteration, run_dir):
-    seeds = range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds)
-    trajectories = rollout(llm_policy(model, tokenizer, cfg, cfg.eval.temperature, batch_size=len(seeds)),
-                           tokenizer, cfg, seeds, seeds)
+    """One rollout per fixed evaluation seed, in chunks of the training batch: no more memory than a
+    training rollout, and the static decoder's cache of that batch size is reused."""
+    seeds = list(range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds))
+    chunk = cfg.rollout.groups * cfg.rollout.group_size
+    trajectories = []
+    for start in range(0, len(seeds), chunk):
+        part = seeds[start:start + chunk]
+        trajectories += rollout(llm_policy(model, tokenizer, cfg, cfg.eval.temperature, batch_size=chunk),
+                                tokenizer, cfg, part, part)
     with open(os.path.join(run_dir, "samples.md"), "a") as f:  # read these to see the echo trap happen
         f.write(f"\n# Evaluation at iteration {iteration}\n")
         for t in trajectories[:cfg.eval.samples]:
@@ -519,8 +529,9 @@ def evaluate(model, tokenizer, cfg, iteration, run_dir):
 
 def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
     """actor/ (from_pretrained-loadable, with the tokenizer), reference/, and state.pt with the rest."""
-    tmp = path + ".tmp"
-    os.makedirs(tmp, exist_ok=True)
+    tmp, old = path + ".tmp", path + ".old"
+    for leftover in (tmp, old):  # from a run that crashed while saving
+        shutil.rmtree(leftover, ignore_errors=True)
     models["actor"].save_pretrained(os.path.join(tmp, "actor"))
     models["tokenizer"].save_pretrained(os.path.join(tmp, "actor"))
     if models["reference"] is not None:
@@ -528,14 +539,13 @@ def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
     torch.save(dict(iteration=iteration,
                     critic=models["critic"].state_dict() if models["critic"] is not None else None,
                     optimizers={name: opt.state_dict() for name, opt in optimizers.items()},
-                    rng=dict(python=random.getstate(), numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
+                    rng=dict(numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
                              cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                              generator=generator.get_state())), os.path.join(tmp, "state.pt"))
     if os.path.isdir(path):  # swap in only a complete checkpoint
-        os.rename(path, path + ".old")
+        os.rename(path, old)
     os.rename(tmp, path)
-    if os.path.isdir(path + ".old"):
-        shutil.rmtree(path + ".old")
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def format_warmup(actor, tokenizer, cfg, device):
@@ -544,22 +554,24 @@ def format_warmup(actor, tokenizer, cfg, device):
     so RL starts at random-policy skill (compare eval/success at iteration 0 with baselines.py)."""
     rng = random.Random(cfg.seed)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
-    loss = torch.tensor(float("nan"))
+    total = torch.tensor(float("nan"))
     for _ in tqdm(range(cfg.warmup.steps), desc="format warm-up", leave=False):
         seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(cfg.warmup.batch_size)]
         batch = collate(rollout(random_policy(tokenizer, cfg, rng), tokenizer, cfg, seeds, seeds),
                         tokenizer.pad_token_id, device)
         num_tokens = batch["response_mask"].sum()
         optimizer.zero_grad(set_to_none=True)
+        total = 0.0
         for _, ids, attention, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
             with autocast(device):
                 logp, _ = token_logprobs(actor, ids, attention, mask, 1.0, False)
-            loss = -(logp * mask).sum() / num_tokens
+            loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean
             loss.backward()
+            total = total + loss.detach()
         torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.algo.grad_clip)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(loss.detach())
+    return float(total)
 
 
 # ======================================================================================================
@@ -569,7 +581,6 @@ def train(cfg_dict, resume_dir=None, bench=False):
     cfg = namespace(cfg_dict)
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")
-    random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     run_dir = resume_dir or cfg.run_dir or os.path.join("runs", f"{cfg.env.name}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -592,7 +603,11 @@ def train(cfg_dict, resume_dir=None, bench=False):
         reference = (AutoModelForCausalLM.from_pretrained(os.path.join(checkpoint, "reference"), dtype=torch.float32).to(device)
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
     # The GPU samples from a bf16 copy (half the bytes per decoding step); float32 master weights train.
-    sampler = copy.deepcopy(actor).to(torch.bfloat16).eval() if device.type == "cuda" else actor
+    sampler = actor
+    if device.type == "cuda":  # parameters only: a bf16 RoPE inv_freq buffer would shift every position
+        sampler = copy.deepcopy(actor).eval()
+        for param in sampler.parameters():
+            param.data = param.data.to(torch.bfloat16)
     if cfg.model.gradient_checkpointing:  # after the copy: the sampler never runs backward
         actor.gradient_checkpointing_enable()
         if critic is not None:
@@ -610,7 +625,6 @@ def train(cfg_dict, resume_dir=None, bench=False):
             critic.load_state_dict(state["critic"])
         for name, optimizer in optimizers.items():
             optimizer.load_state_dict(state["optimizers"][name])
-        random.setstate(state["rng"]["python"])
         seed_rng.bit_generator.state = state["rng"]["numpy"]
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
@@ -663,10 +677,11 @@ def train(cfg_dict, resume_dir=None, bench=False):
         batch = collate(kept, tokenizer.pad_token_id, device)
         score_batch(batch, actor, critic, reference, cfg, device)
         metrics["perf/logprob_s"] = lap()
-        # 4. ADVANTAGES, 5. UPDATE
+        # 4. ADVANTAGES: GAE over each whole conversation (PPO), or group-normalised scores (GRPO)
         metrics.update(compute_advantages(batch, cfg))
+        # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
         metrics.update(update(batch, actor, critic, optimizers["actor"], optimizers.get("critic"), cfg, device, generator))
-        if sampler is not actor:
+        if sampler is not actor:  # the GPU samples from a bf16 copy: bring it up to date
             with torch.no_grad():  # in place: the compiled decoder keeps pointing at the same buffers
                 for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
                     sampled_param.copy_(param)
@@ -677,7 +692,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
         if device.type == "cuda":
             metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
         metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if device.type == "cuda" else
-                                       __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss * 1024) / 2**30
+                                       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**30
         last = iteration == cfg.train.iterations or (cfg.train.time_limit_min > 0 and
                                                      time.time() - started > 60 * cfg.train.time_limit_min)
         if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last):
