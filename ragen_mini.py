@@ -37,8 +37,8 @@ import plots
 import starpo
 import tiny
 from baselines import random_turn_actions
-from envs import make_env, parse_answer
 from config import ConfigError, load_config, namespace, new_env
+from envs import make_env, parse_answer
 from fast_decode import static_generate
 
 SYSTEM_PROMPT = "You're a helpful assistant."
@@ -229,7 +229,8 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
 
 
 def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
-    """The LLM as a policy: left-pad the contexts and sample one turn with one `generate` call."""
+    """The LLM as a policy: left-pad the contexts and sample one turn for all of them in one call, to
+    transformers' `generate` (rollout.cache=dynamic) or to fast_decode.static_generate (static)."""
     static = cfg.rollout.cache == "static"
 
     @torch.no_grad()
@@ -282,6 +283,8 @@ def random_policy(tokenizer, cfg, rng):
         return [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
 
     return policy
+
+
 # ======================================================================================================
 # Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
@@ -581,8 +584,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
     cfg = namespace(cfg_dict)
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
     run_dir = resume_dir or cfg.run_dir or os.path.join("runs", f"{cfg.env.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
