@@ -554,7 +554,12 @@ def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
 def format_warmup(actor, tokenizer, cfg, device):
     """Supervised warm-up for in-process models, whose random weights cannot follow the answer format.
     It imitates transcripts whose actions are uniformly random: it teaches the format, not the game,
-    so RL starts at random-policy skill (compare eval/success at iteration 0 with baselines.py)."""
+    so RL starts at random-policy skill (compare eval/success at iteration 0 with baselines.py).
+
+    With warmup.env_text it also learns to predict the environment's replies (the reward, the next
+    grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
+    "Up" it must find the player and know how moves work, the very features a policy needs; which
+    action is good is still left to RL, since the transcripts' actions are random."""
     rng = random.Random(cfg.seed)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
     total = torch.tensor(float("nan"))
@@ -562,6 +567,8 @@ def format_warmup(actor, tokenizer, cfg, device):
         seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(cfg.warmup.batch_size)]
         batch = collate(rollout(random_policy(tokenizer, cfg, rng), tokenizer, cfg, seeds, seeds),
                         tokenizer.pad_token_id, device)
+        if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
+            batch["response_mask"] = batch["response_mask"].cummax(dim=1).values * batch["attention_mask"][:, 1:]
         num_tokens = batch["response_mask"].sum()
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -597,8 +604,10 @@ def train(cfg_dict, resume_dir=None, bench=False):
     else:
         tokenizer, actor = load_models(cfg, device)
         if cfg.warmup.steps > 0:
+            warmup_start = time.time()
             warmup_loss = format_warmup(actor, tokenizer, cfg, device)
-            tqdm.write(f"format warm-up: {cfg.warmup.steps} steps, final loss {warmup_loss:.3f}")
+            tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {time.time() - warmup_start:.0f} s, "
+                       f"final loss {warmup_loss:.3f}")
     critic = build_critic(cfg, actor, device)
     reference = None
     if cfg.algo.kl_coef > 0:  # frozen copy of the starting policy, only when a KL term needs it

@@ -12,8 +12,10 @@ built here from a transformers config, with random weights:
 Both use a tokenizer built here too: byte-level BPE (so decode(encode(x)) == x for any NFC text, which
 every env text is) trained in a fraction of a second on the texts the environments produce, plus a ChatML chat
 template like Qwen's (`<|im_start|>role\\n...<|im_end|>\\n`). Trained on that narrow corpus, a vocabulary
-of a couple of thousand tokens turns action names and whole grid rows into single tokens, which keeps
-the tiny model's sequences short.
+of a few hundred tokens turns action names and instruction words into single tokens, which keeps the
+tiny model's sequences short. Grid rows are the exception: every cell stays its own token (see
+GRID_CELL below), because a model that must find "P" in a 4x4 map learns far faster when the player's
+row and column are token positions than when they hide inside merged pieces such as "_PO" or "#P".
 """
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config
@@ -26,6 +28,9 @@ CHATML_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 IN_PROCESS_MODELS = ("tiny", "random-qwen2.5-0.5b")
+# A grid cell: one of the Sokoban / FrozenLake symbols (envs.py) on a line made only of such symbols.
+# Split off before BPE, so that merges never join two cells: "_PO_" is 4 tokens, "Phoenix" stays 1-2.
+GRID_CELL = r"[#_OXPGS√](?=[#_OXPGS√]*(?:\n|$))"
 
 
 def build_tokenizer(corpus, vocab_size=2048):
@@ -35,12 +40,15 @@ def build_tokenizer(corpus, vocab_size=2048):
     >>> tok = build_tokenizer(["Turn 1:\\nState:\\n#__X_#"] * 10, vocab_size=300)
     >>> tok.decode(tok("√ P_S ünïcode", add_special_tokens=False)["input_ids"])
     '√ P_S ünïcode'
+    >>> tok.convert_ids_to_tokens(tok("State:\n#__X_#", add_special_tokens=False)["input_ids"])[-6:]
+    ['#', '_', '_', 'X', '_', '#']
     """
     bpe = Tokenizer(models.BPE())
-    # Qwen2's own pipeline (NFC, its split regex, byte-level): AutoTokenizer, which reads model_type
-    # "qwen2" from a saved checkpoint, then rebuilds exactly this tokenizer.
+    # Qwen2's own pipeline (NFC, its split regex, byte-level) after the grid-cell split. A checkpoint
+    # saves this tokenizer's tokenizer.json, and loading it back rebuilds exactly this pipeline.
     bpe.normalizer = normalizers.NFC()
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), "isolated"),
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(GRID_CELL), "isolated"),
+                                                 pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), "isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,

@@ -319,7 +319,6 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
     """Checks every trajectory against the recorded policy calls and an independent env replay."""
     prefix = "<think>" if cfg.rollout.think else "<answer>"
     eos, prefix_id = tok.eos_token_id, tok.convert_tokens_to_ids(prefix)
-    im_start = tok.convert_tokens_to_ids("<|im_start|>")
     # which trajectories were live at call k: those with at least k turns, in order
     for k, (contexts, responses) in enumerate(recorder.calls, 1):
         live = [i for i, t in enumerate(trajectories) if len(t["turns"]) >= k]
@@ -343,7 +342,6 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
         assert len(ids) == len(mine[-1][0]) + len(mine[-1][1])  # nothing after the last response
         assert mask == expected_mask
         assert [x for x, m in zip(ids, mask) if m] == [x for _, r in mine for x in r]
-        assert all(m == 0 for x, m in zip(ids, mask) if x == im_start)
         for _, response in mine:  # an end-of-turn token can only close a response
             assert eos not in response[:-1]
 
@@ -378,6 +376,53 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
         assert env.done or len(mine) == cfg.env.max_turns  # it ended for a reason
         assert t["reward"] == pytest.approx(total, abs=1e-9)
         assert t["success"] == success
+
+
+def test_grid_cells_are_single_tokens(tok_actor):
+    """Every cell of a Sokoban / FrozenLake grid is one token, in the turn message as on its own, so
+    the player's row and column are token positions; words outside grids keep their merges."""
+    tok, _ = tok_actor
+    cfg, rng, grids = ns(), random.Random(0), []
+    for name in ("sokoban", "frozenlake"):
+        for seed in range(30):
+            env = make_env(name)
+            observation, _ = env.reset(seed)
+            grids.append(observation)
+            for action in [rng.choice(env.actions) for _ in range(6)]:
+                observation, _, terminated, truncated, _ = env.step(action)
+                grids.append(observation)
+                if terminated or truncated:
+                    break
+    assert {"√", "S", "X"} <= set("".join(grids))  # box/player on target and player in hole occur
+    for grid in grids:
+        assert [tok.decode([i]) for i in encode(tok, grid)] == list(grid)
+        pieces = [tok.decode([i]) for i in encode(tok, ragen_mini.turn_message(2, grid, 7, cfg))]
+        cells = list(grid)
+        assert any(pieces[k:k + len(cells)] == cells for k in range(len(pieces))), grid
+    for word in ("State", "Sokoban", "Phoenix", "Symbols", "Right"):  # a grid letter starts each: not split off
+        assert len(tok.decode(encode(tok, word)[:1])) > 1, word
+
+
+@pytest.mark.parametrize("env_text", [False, True])
+def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, monkeypatch, env_text):
+    """format_warmup trains on the answers only, or (warmup.env_text) on every token from the first
+    answer on: answers, rewards and the next grids, never the first prompt or the padding."""
+    tok, actor = tok_actor
+    cfg = ns("env.name=frozenlake", "env.max_turns=3", "warmup.steps=1", "warmup.batch_size=4",
+             "algo.micro_batch_size=4", f"warmup.env_text={str(env_text).lower()}")
+    played, masks = [], []
+    real_rollout, real_logprobs = ragen_mini.rollout, ragen_mini.token_logprobs
+    monkeypatch.setattr(ragen_mini, "rollout", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, att, mask, *a: masks.append(mask.clone())
+                        or real_logprobs(m, ids, att, mask, *a))
+    ragen_mini.format_warmup(copy.deepcopy(actor), tok, cfg, CPU)
+    (mask,) = masks
+    assert any(len(t["turns"]) > 1 for t in played)  # multi-turn: env replies sit between answers
+    for row, t in zip(mask.tolist(), played):
+        first_answer = t["mask"].index(1)
+        expected = [float(j >= first_answer if env_text else t["mask"][j]) for j in range(1, len(t["ids"]))]
+        assert row[:len(expected)] == expected
+        assert not any(row[len(expected):])
 
 
 @pytest.mark.parametrize("env_name, think, extra", [
