@@ -28,8 +28,9 @@ CHATML_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 IN_PROCESS_MODELS = ("tiny", "random-qwen2.5-0.5b")
-# A grid cell: one of the Sokoban / FrozenLake symbols (envs.py) on a line made only of such symbols.
-# Split off before BPE, so that merges never join two cells: "_PO_" is 4 tokens, "Phoenix" stays 1-2.
+# A grid cell: one of the Sokoban / FrozenLake symbols (envs.py) in a run of them that ends its line,
+# which in the env texts means a grid row. Split off before BPE, so that merges never join two cells:
+# "_PO_" is 4 tokens, while "State" and "Phoenix" keep theirs.
 GRID_CELL = r"[#_OXPGS√](?=[#_OXPGS√]*(?:\n|$))"
 
 
@@ -44,8 +45,9 @@ def build_tokenizer(corpus, vocab_size=2048):
     ['#', '_', '_', 'X', '_', '#']
     """
     bpe = Tokenizer(models.BPE())
-    # Qwen2's own pipeline (NFC, its split regex, byte-level) after the grid-cell split. A checkpoint
-    # saves this tokenizer's tokenizer.json, and loading it back rebuilds exactly this pipeline.
+    # Qwen2's own pipeline (NFC, its split regex, byte-level) after the grid-cell split. AutoTokenizer
+    # reloads a checkpoint's copy as Qwen2Tokenizer, without the grid-cell split; the ids stay the same,
+    # since no merge of this vocabulary joins two cells (test_checkpoint_loads_with_auto_classes).
     bpe.normalizer = normalizers.NFC()
     bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(GRID_CELL), "isolated"),
                                                  pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), "isolated"),

@@ -2,26 +2,27 @@
 # Tiny-model learning runs on one GPU (issue 6), all runs of a spec file at once: the tiny model uses a
 # sliver of the GPU, so several runs share it. A spec line is "name override override ...", laid over
 # configs/tiny.yaml and the GPU settings below. Each run is killed after MINUTES + 3 (warm-up, final
-# evaluation); its metrics.jsonl and samples.md are written straight into OUT_DIR/name/, with its final
-# checkpoint packed as OUT_DIR/name/run.tgz.partNN (15 MB pieces: a device call returns files up to 16 MiB).
+# evaluation; keep MINUTES plus the warm-up within a device call's 10 minutes). Its metrics.jsonl and
+# samples.md go to OUT_DIR/name/, with its final checkpoint packed as OUT_DIR/name/run.tgz.partNN
+# (15 MB pieces: a device call returns files up to 16 MiB).
 #
 # Usage: bash bench/gpu_learn.sh OUT_DIR MINUTES SPEC_FILE [FROM_DIR]
 # FROM_DIR: an earlier OUT_DIR (carried to the device); a run with pieces there resumes from its
 # checkpoint for MINUTES more: how a run longer than one 10-minute device call is made.
-set -u; SECONDS=0
+set -u -f; SECONDS=0  # -f: no glob expansion of the overrides
 out=$1; minutes=$2; specs=$3; from=${4:-}
 gpu="rollout.cache=static train.iterations=100000 eval.every=20 checkpoint.every=100000"
 work=$(mktemp -d); names=()
-while read -r name overrides; do
+while read -r name overrides || [[ -n "$name" ]]; do
   [[ -z "$name" || "$name" == \#* ]] && continue
   names+=("$name"); mkdir -p "$out/$name"
   if [[ -n "$from" && -e "$from/$name/run.tgz.part00" ]]; then  # same overrides, resumed from the checkpoint
-    cat "$from/$name"/run.tgz.part* | tar xzf - -C "$work"
+    set +f; cat "$from/$name"/run.tgz.part* | tar xzf - -C "$work"; set -f
     run=(--resume "$work/$name" train.time_limit_min=$minutes)
   else
     run=(--config configs/tiny.yaml $gpu train.time_limit_min=$minutes $overrides run_dir="$work/$name")
   fi
-  OMP_NUM_THREADS=4 PYTHONUNBUFFERED=1 timeout $(( (${minutes%.*} + 3) * 60 )) \
+  OMP_NUM_THREADS=4 PYTHONUNBUFFERED=1 timeout "$(awk "BEGIN {print int(($minutes + 3) * 60)}")" \
     python3 ragen_mini.py "${run[@]}" > "/tmp/$name.log" 2>&1 &
 done < "$specs"
 wait; echo "all runs done after $SECONDS s"
@@ -31,5 +32,7 @@ for name in "${names[@]}"; do
   python3 -c "import json, sys; print(' '.join(f\"{r['iteration']}:{r['eval/success']:.3f}\" for r in
     map(json.loads, open(sys.argv[1])) if 'eval/success' in r))" "$work/$name/metrics.jsonl"
   cp "$work/$name/metrics.jsonl" "$work/$name/samples.md" "$out/$name/"
-  tar czf - -C "$work" "$name/checkpoint" "$name/config.yaml" "$name/metrics.jsonl" | split -d -b 15M - "$out/$name/run.tgz.part"
+  if [[ -e "$work/$name/checkpoint/state.pt" ]]; then  # none if the run was killed before its end
+    tar czf - -C "$work" "$name/checkpoint" "$name/config.yaml" "$name/metrics.jsonl" "$name/samples.md" | split -d -b 15M - "$out/$name/run.tgz.part"
+  fi
 done

@@ -319,6 +319,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
     """Checks every trajectory against the recorded policy calls and an independent env replay."""
     prefix = "<think>" if cfg.rollout.think else "<answer>"
     eos, prefix_id = tok.eos_token_id, tok.convert_tokens_to_ids(prefix)
+    im_start = tok.convert_tokens_to_ids("<|im_start|>")
     # which trajectories were live at call k: those with at least k turns, in order
     for k, (contexts, responses) in enumerate(recorder.calls, 1):
         live = [i for i, t in enumerate(trajectories) if len(t["turns"]) >= k]
@@ -342,6 +343,8 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
         assert len(ids) == len(mine[-1][0]) + len(mine[-1][1])  # nothing after the last response
         assert mask == expected_mask
         assert [x for x, m in zip(ids, mask) if m] == [x for _, r in mine for x in r]
+        # the template's turn starts are never trained (a random model may sample the token itself)
+        assert all(m == 0 for x, m in zip(ids, mask) if x == im_start) or any(im_start in r for _, r in mine)
         for _, response in mine:  # an end-of-turn token can only close a response
             assert eos not in response[:-1]
 
