@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import torch
 import yaml
 
-from envs import make_env
+from envs import ENVS, make_env
+from tiny import IN_PROCESS_MODELS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,7 +91,7 @@ def check_config(cfg):
     """Impossible settings fail here, with the reason, before any model loads."""
     r, a = cfg["rollout"], cfg["algo"]
     rules = [
-        (cfg["env"]["name"] in ("bandit", "sokoban", "frozenlake"), "env.name must be bandit, sokoban or frozenlake"),
+        (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
         (r["cache"] in ("dynamic", "static"), "rollout.cache must be dynamic or static"),
@@ -108,7 +109,7 @@ def check_config(cfg):
         (0 <= a["gamma"] <= 1 and 0 <= a["lam"] <= 1, "algo.gamma and algo.lam must be in [0, 1]"),
         (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
         (cfg["eval"]["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
-        (cfg["warmup"]["steps"] == 0 or cfg["model"]["name"] in ("tiny", "random-qwen2.5-0.5b"),
+        (cfg["warmup"]["steps"] == 0 or cfg["model"]["name"] in IN_PROCESS_MODELS,
          "warmup.steps > 0 trains on random actions: it is for the in-process models only (model.name=tiny)"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
          "env budgets must be >= 1"),

@@ -427,28 +427,30 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
         sums[name] = sums.get(name, 0.0) + (value.detach() if torch.is_tensor(value) else value)
         counts[name] = counts.get(name, 0) + 1
 
+    def take(name, rows, mask):  # the micro-batch's rows of a stored (B, T-1) tensor, cropped like `mask`
+        return batch[name][rows, :mask.shape[1]]
+
     def actor_loss(rows, ids, attention, mask, num_tokens):
-        take = lambda name: batch[name][rows, :mask.shape[1]]
         with autocast(device):
             logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
-        pg_loss, pg_metrics = starpo.policy_loss(logp, take("old_logp"), take("advantages"), mask,
-                                                 cfg.algo.clip_low, cfg.algo.clip_high,
+        pg_loss, pg_metrics = starpo.policy_loss(logp, take("old_logp", rows, mask), take("advantages", rows, mask),
+                                                 mask, cfg.algo.clip_low, cfg.algo.clip_high,
                                                  dual_clip=cfg.algo.dual_clip or None, loss_normalizer=num_tokens)
         loss = pg_loss
         if cfg.algo.entropy_coef > 0:  # entropy bonus: a brake on the collapse of exploration
             loss = loss - cfg.algo.entropy_coef * (entropy * mask).sum() / num_tokens
         if cfg.algo.kl_coef > 0 and cfg.algo.estimator == "grpo":  # GRPO: k3 inside the loss
-            loss = loss + cfg.algo.kl_coef * (starpo.kl_estimate(logp, take("ref_logp"), "k3") * mask).sum() / num_tokens
+            kl = starpo.kl_estimate(logp, take("ref_logp", rows, mask), "k3")
+            loss = loss + cfg.algo.kl_coef * (kl * mask).sum() / num_tokens
         log("train/entropy", starpo.masked_mean(entropy.detach(), mask))
         for key, value in pg_metrics.items():
             log(f"train/{key}", value)
         return loss, pg_loss
 
     def critic_loss(rows, ids, attention, mask, num_tokens):
-        take = lambda name: batch[name][rows, :mask.shape[1]]
         with autocast(device):
             values = token_values(critic, ids, attention, mask)
-        loss, v_metrics = starpo.value_loss(values, take("values"), take("returns"), mask, cfg.algo.value_clip,
+        loss, v_metrics = starpo.value_loss(values, take("values", rows, mask), take("returns", rows, mask), mask, cfg.algo.value_clip,
                                             loss_normalizer=num_tokens)
         log("train/vf_clipfrac", v_metrics["vf_clipfrac"])
         return loss, loss
@@ -514,8 +516,7 @@ def rollout_metrics(trajectories, prefix):
 
 def group_reward_std(scores, group_ids):
     """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
-    stds = [scores[group_ids == g].std().item() if (group_ids == g).sum() > 1 else 0.0 for g in group_ids.unique()]
-    return float(np.mean(stds))  # Bessel's std, as the filter's
+    return float(starpo.group_stats(scores, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
 def evaluate(model, tokenizer, cfg, iteration, run_dir):

@@ -108,10 +108,11 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     return advantages, returns
 
 
-def _group_stats(scores, group_ids):
+def group_stats(scores, group_ids):
     """Index of each trajectory's group (groups sorted by id), per-group mean and Bessel std.
 
-    Shared by GRPO and the uncertainty filter so both see the same U = Std[R(tau)]. A group of one
+    Shared by GRPO, the uncertainty filter and the trainer's in-group std metric, so all see the same
+    U = Std[R(tau)]. A group of one
     has std 0 (not NaN): its squared deviation is 0 and the Bessel divisor is clamped to >= 1.
     """
     ids, group = torch.unique(group_ids, return_inverse=True)  # group: (B,) in 0..G-1, any ids work
@@ -141,7 +142,7 @@ def compute_grpo_advantages(scores, group_ids, eps=1e-6, normalize_by_std=True):
     >>> compute_grpo_advantages(scores, groups, normalize_by_std=False)
     tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
     """
-    group, mean, std = _group_stats(scores, group_ids)
+    group, mean, std = group_stats(scores, group_ids)
     centred = scores.double() - mean[group]  # (B,)
     adv = centred / (std[group] + eps) if normalize_by_std else centred
     return torch.where(std[group] > eps, adv, 0).to(scores.dtype)
@@ -279,7 +280,7 @@ def select_groups_by_reward_std(scores, group_ids, keep_ratio, largest=True):
     """
     if not 0.0 < keep_ratio <= 1.0:
         raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
-    group, _, std = _group_stats(scores, group_ids)
+    group, _, std = group_stats(scores, group_ids)
     num_keep = max(1, int(keep_ratio * std.numel()))
     # ---- THE FILTER: rank groups by U; a stable sort keeps lower group ids first among ties ----
     order = torch.sort(std, descending=largest, stable=True).indices  # (G,) groups, best first
