@@ -1,0 +1,31 @@
+"""Evaluate a saved actor on the evaluation seeds, here, on any device: a run's final eval/success
+recomputed (the GPU samples with a bf16 copy, the CPU in float32), or the same policy on more seeds
+for a tighter estimate (256 seeds leave a standard error of about 0.03 on a success rate near 0.5).
+
+    python bench/eval_checkpoint.py bench/learn/sokoban-lam95 eval.num_seeds=1024
+
+RUN_DIR holds the run's config.yaml and its actor, in RUN_DIR/actor or RUN_DIR/checkpoint/actor.
+Prints one JSON line: the run's eval metrics for these seeds.
+"""
+import json
+import os
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, ".")
+import ragen_mini  # noqa: E402
+
+run_dir, overrides = sys.argv[1], sys.argv[2:]
+actor_dir = next(d for d in (os.path.join(run_dir, "actor"), os.path.join(run_dir, "checkpoint", "actor"))
+                 if os.path.isdir(d))
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+cache = ["rollout.cache=dynamic"] if device.type == "cpu" else []  # the static decoder is GPU-only
+cfg = ragen_mini.namespace(ragen_mini.load_config(os.path.join(run_dir, "config.yaml"),
+                                                  ["run_dir=", *cache, *overrides]))
+torch.manual_seed(cfg.seed)
+tokenizer, actor = ragen_mini.load_models(cfg, device, actor_dir)
+with tempfile.TemporaryDirectory() as scratch:  # evaluate() appends sample transcripts there
+    metrics = ragen_mini.evaluate(actor.eval(), tokenizer, cfg, 0, scratch)
+print(json.dumps({"actor": actor_dir, "num_seeds": cfg.eval.num_seeds, **metrics}))
