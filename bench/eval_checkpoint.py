@@ -21,9 +21,9 @@ run_dir, overrides = sys.argv[1], sys.argv[2:]
 actor_dir = next(d for d in (os.path.join(run_dir, "actor"), os.path.join(run_dir, "checkpoint", "actor"))
                  if os.path.isdir(d))
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-cache = ["rollout.cache=dynamic"] if device.type == "cpu" else []  # the static decoder is GPU-only
+# transformers' generate on every device: the static decoder is GPU-only and tuned for the bf16 sampler
 cfg = ragen_mini.namespace(ragen_mini.load_config(os.path.join(run_dir, "config.yaml"),
-                                                  ["run_dir=", *cache, *overrides]))
+                                                  ["run_dir=", "rollout.cache=dynamic", *overrides]))
 torch.manual_seed(cfg.seed)
 tokenizer, actor = ragen_mini.load_models(cfg, device, actor_dir)
 with tempfile.TemporaryDirectory() as scratch:  # evaluate() appends sample transcripts there
