@@ -138,6 +138,18 @@ def first_user_message(env, cfg):
             + "separated by ' || '.\n")
 
 
+def answer_prefix(cfg):
+    return "<think>" if cfg.rollout.think else "<answer>"
+
+
+def first_prompt(env, observation, tokenizer, cfg):
+    """The text the model continues at turn 1: system and first user message in the chat template, then
+    the forced answer start ("<think>", or "<answer>" with rollout.think=false; REFERENCE 2)."""
+    first = first_user_message(env, cfg) + turn_message(1, observation, env.max_actions, cfg)
+    return tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
+                                         add_generation_prompt=True, tokenize=False) + answer_prefix(cfg)
+
+
 def turn_message(turn, observation, actions_left, cfg):
     answer = "<think> [your thoughts] </think> <answer> [your answer] </answer>" if cfg.rollout.think \
         else "<answer> [your answer] </answer>"
@@ -164,7 +176,7 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     ids / mask (what the model saw; 1 = sampled by the model), reward (env rewards + format penalties),
     success, turns (think, actions, reward per turn) and counters for the metrics.
     """
-    prefix = "<think>" if cfg.rollout.think else "<answer>"  # forced start of every answer (REFERENCE 2)
+    prefix = answer_prefix(cfg)  # the forced start of every answer
     close_assistant, open_assistant = chat_pieces(tokenizer)
     # One tokenizer call per turn for the whole batch: a call per string was ~40% of the CPU time of
     # a 1,024-trajectory rollout, which on the GPU is time the GPU waits.
@@ -174,10 +186,7 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
         if seed not in started_envs:  # a group's N rollouts share the seed: one puzzle and prompt, N copies
             env = new_env(cfg)
             observation, _ = env.reset(int(seed))
-            first = first_user_message(env, cfg) + turn_message(1, observation, env.max_actions, cfg)
-            started_envs[seed] = env, tokenizer.apply_chat_template(
-                [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
-                add_generation_prompt=True, tokenize=False) + prefix
+            started_envs[seed] = env, first_prompt(env, observation, tokenizer, cfg)
         env, prompt = started_envs[seed]
         prompts.append(prompt)
         trajectories.append(dict(env=copy.deepcopy(env), seed=int(seed), group=int(group), turns=[], reward=0.0,

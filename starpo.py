@@ -112,8 +112,8 @@ def group_stats(scores, group_ids):
     """Index of each trajectory's group (groups sorted by id), per-group mean and Bessel std.
 
     Shared by GRPO, the uncertainty filter and the trainer's in-group std metric, so all see the same
-    U = Std[R(tau)]. A group of one
-    has std 0 (not NaN): its squared deviation is 0 and the Bessel divisor is clamped to >= 1.
+    U = Std[R(tau)]. A group of one has std 0 (not NaN): its squared deviation is 0 and the Bessel
+    divisor is clamped to >= 1.
     """
     ids, group = torch.unique(group_ids, return_inverse=True)  # group: (B,) in 0..G-1, any ids work
     s = scores.double()  # (B,) is tiny: float64 costs nothing and keeps near-equal scores' std ~0

@@ -18,8 +18,10 @@ sys.path.insert(0, ".")
 import ragen_mini  # noqa: E402
 
 run_dir, overrides = sys.argv[1], sys.argv[2:]
-actor_dir = next(d for d in (os.path.join(run_dir, "actor"), os.path.join(run_dir, "checkpoint", "actor"))
-                 if os.path.isdir(d))
+actor_dirs = [d for d in (os.path.join(run_dir, "actor"), os.path.join(run_dir, "checkpoint", "actor")) if os.path.isdir(d)]
+if not actor_dirs or not os.path.isfile(os.path.join(run_dir, "config.yaml")):
+    raise SystemExit(f"error: {run_dir} needs config.yaml and an actor/ or checkpoint/actor/ folder")
+actor_dir = actor_dirs[0]
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # transformers' generate on every device: the static decoder is GPU-only and tuned for the bf16 sampler
 cfg = ragen_mini.namespace(ragen_mini.load_config(os.path.join(run_dir, "config.yaml"),

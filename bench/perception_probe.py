@@ -44,10 +44,7 @@ def example(seed):
     observation, _ = env.reset(seed)
     (row, col), (goal_row, goal_col) = env.player, env.goal
     step = "Down" if goal_row > row else "Up" if goal_row < row else "Right" if goal_col > col else "Left"
-    text = ragen_mini.first_user_message(env, cfg) + ragen_mini.turn_message(1, observation, env.max_actions, cfg)
-    prompt = tokenizer.apply_chat_template([{"role": "system", "content": ragen_mini.SYSTEM_PROMPT},
-                                            {"role": "user", "content": text}], add_generation_prompt=True,
-                                           tokenize=False) + "<think></think><answer>"
+    prompt = ragen_mini.first_prompt(env, observation, tokenizer, cfg) + "</think><answer>"
     return tokenizer(prompt, add_special_tokens=False)["input_ids"], env.actions.index(step)
 
 
