@@ -17,8 +17,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 sys.path.insert(0, ".")
-import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 import tiny  # noqa: E402
+from config import load_config, namespace, new_env  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--layers", type=int, default=4)
@@ -29,22 +30,22 @@ parser.add_argument("--lr", type=float, default=1e-3)
 args = parser.parse_args()
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
-cfg = ragen_mini.namespace(ragen_mini.load_config("configs/tiny.yaml", ["env.name=frozenlake"]))
-tokenizer = tiny.build_tokenizer(ragen_mini.env_corpus(cfg), cfg.model.tokenizer_vocab)
+cfg = namespace(load_config("configs/tiny.yaml", ["env.name=frozenlake"]))
+tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
 config = tiny.model_config("tiny", len(tokenizer))
 config.num_hidden_layers, config.hidden_size, config.intermediate_size = args.layers, args.hidden, 4 * args.hidden
 config.layer_types = ["full_attention"] * args.layers  # one entry per layer (transformers 5 reads it per layer)
 model = AutoModelForCausalLM.from_config(config).to(device)
-action_ids = torch.tensor([tokenizer(a, add_special_tokens=False)["input_ids"][0] for a in ragen_mini.new_env(cfg).actions])
+action_ids = torch.tensor([tokenizer(a, add_special_tokens=False)["input_ids"][0] for a in new_env(cfg).actions])
 
 
 def example(seed):
     """(prompt ids up to "<answer>", index of the step towards the goal in env.actions)"""
-    env = ragen_mini.new_env(cfg)
+    env = new_env(cfg)
     observation, _ = env.reset(seed)
     (row, col), (goal_row, goal_col) = env.player, env.goal
     step = "Down" if goal_row > row else "Up" if goal_row < row else "Right" if goal_col > col else "Left"
-    prompt = ragen_mini.first_prompt(env, observation, tokenizer, cfg) + "</think><answer>"
+    prompt = rollout.first_prompt(env, observation, tokenizer, cfg) + "</think><answer>"
     return tokenizer(prompt, add_special_tokens=False)["input_ids"], env.actions.index(step)
 
 

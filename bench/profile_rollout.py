@@ -11,6 +11,7 @@ import torch
 
 sys.path.insert(0, ".")
 import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
 cfg = ragen_mini.namespace(ragen_mini.load_config("config.yaml", overrides))
@@ -20,12 +21,12 @@ sampler = actor.to(torch.bfloat16).eval()
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 for label in ("warm-up", "profiled"):
-    policy = ragen_mini.llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
+    policy = rollout.llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
     start = time.perf_counter()
     if label == "profiled":
         profiler.start()
-    trajectories = ragen_mini.rollout(policy, tokenizer, cfg, seeds, groups)
+    trajectories = rollout.rollout(policy, tokenizer, cfg, seeds, groups)
     torch.cuda.synchronize()
     if label == "profiled":
         profiler.stop()

@@ -10,12 +10,13 @@ import sys
 import time
 
 sys.path.insert(0, ".")
-import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 import tiny  # noqa: E402
+from config import load_config, namespace, new_env  # noqa: E402
 
-cfg = ragen_mini.namespace(ragen_mini.load_config("configs/tiny.yaml", ["env.name=sokoban", *sys.argv[1:]]))
-tokenizer = tiny.build_tokenizer(ragen_mini.env_corpus(cfg), cfg.model.tokenizer_vocab)
-actions = ragen_mini.new_env(cfg).actions
+cfg = namespace(load_config("configs/tiny.yaml", ["env.name=sokoban", *sys.argv[1:]]))
+tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
+actions = new_env(cfg).actions
 answers = [tokenizer(f"</think><answer>{' || '.join(a)}</answer>", add_special_tokens=False)["input_ids"]
            + [tokenizer.eos_token_id] for k in range(1, cfg.env.max_actions_per_turn + 1)
            for a in itertools.product(actions, repeat=k)]
@@ -24,8 +25,8 @@ seeds = [seed for seed in rng.sample(range(cfg.eval.seed_offset), 128) for _ in 
 times = []
 for _ in range(3):
     start = time.perf_counter()
-    trajectories = ragen_mini.rollout(lambda contexts: [rng.choice(answers) for _ in contexts], tokenizer, cfg,
-                                      seeds, seeds)
+    trajectories = rollout.rollout(lambda contexts: [rng.choice(answers) for _ in contexts], tokenizer, cfg,
+                                   seeds, seeds)
     times.append(time.perf_counter() - start)
 print(f"{cfg.env.name}: {len(seeds)} trajectories, host time per rollout {min(times):.2f} s (best of 3), "
       f"{sum(len(t['ids']) for t in trajectories)} tokens")

@@ -1,4 +1,4 @@
-"""Tests of the trainer (ragen_mini.py) with the in-process tiny model, on CPU.
+"""Tests of the trainer (ragen_mini.py, rollout.py) with the in-process tiny model, on CPU.
 
 Every expected value comes from a computation written here (a fresh env replaying the recorded
 actions, a plain forward pass of one unpadded sequence, a Python loop for GAE, hand-set logits),
@@ -22,6 +22,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 import starpo  # noqa: E402
 import tiny  # noqa: E402
 from envs import make_env, parse_answer  # noqa: E402
@@ -219,8 +220,8 @@ def env_texts(cfg, seeds=40):
         for seed in range(seeds):
             env = make_env(name)
             observation, _ = env.reset(seed)
-            texts += [observation, ragen_mini.first_user_message(env, cfg),
-                      ragen_mini.turn_message(1, observation, env.max_actions, cfg)]
+            texts += [observation, rollout.first_user_message(env, cfg),
+                      rollout.turn_message(1, observation, env.max_actions, cfg)]
             for turn in range(2, 6):
                 done = False
                 for action in [rng.choice(env.actions) for _ in range(rng.randint(1, 3))]:
@@ -229,7 +230,7 @@ def env_texts(cfg, seeds=40):
                     if terminated or truncated:
                         done = True
                         break
-                texts.append(ragen_mini.turn_message(turn, observation, 3, cfg))
+                texts.append(rollout.turn_message(turn, observation, 3, cfg))
                 if done:
                     break
     return texts
@@ -241,8 +242,8 @@ def test_tokenizer_round_trip_vocab_and_template(tok_actor):
     texts = env_texts(cfg) + ["√ P_S ünïcode ✓ 漢字 😀", "  two  spaces\n\n\ttab ", "by ' || '. a , b ! n't"]
     for name in ("bandit", "sokoban", "frozenlake"):  # the full multi-turn texts of random play
         cfg_env = ns(f"env.name={name}", "env.max_turns=3")
-        trajectories = ragen_mini.rollout(ragen_mini.random_policy(tok, cfg_env, random.Random(1)), tok, cfg_env,
-                                          list(range(6)), list(range(6)))
+        trajectories = rollout.rollout(rollout.random_policy(tok, cfg_env, random.Random(1)), tok, cfg_env,
+                                       list(range(6)), list(range(6)))
         texts += [tok.decode(t["ids"]) for t in trajectories]
     assert any("√" in text for text in texts)
     assert any("<|im_start|>assistant\n<think>" in text for text in texts)
@@ -350,7 +351,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
 
         # independent replay of the recorded answers through a fresh env
         env, observation = replay_env(cfg, t["seed"])
-        first = ragen_mini.first_user_message(env, cfg) + ragen_mini.turn_message(1, observation, env.max_actions, cfg)
+        first = rollout.first_user_message(env, cfg) + rollout.turn_message(1, observation, env.max_actions, cfg)
         assert tok.decode(mine[0][0]) == (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{first}"
                                           f"<|im_end|>\n<|im_start|>assistant\n{prefix}")
         per_turn = min(cfg.env.max_actions_per_turn, env.max_actions)
@@ -371,7 +372,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
             if k < len(mine):  # the observation that follows, token for token
                 stopped = len(response) > 0 and response[-1] == eos
                 segment = ids[len(context) + len(response):len(mine[k][0])]
-                message = ragen_mini.turn_message(k + 1, env.render(), env.max_actions - executed_total, cfg)
+                message = rollout.turn_message(k + 1, env.render(), env.max_actions - executed_total, cfg)
                 assert tok.decode(segment) == (("" if stopped else "<|im_end|>") + "\n<|im_start|>user\n"
                                                f"Reward:\n{turn_reward:g}\n{message}<|im_end|>\n"
                                                f"<|im_start|>assistant\n{prefix}")
@@ -399,7 +400,7 @@ def test_grid_cells_are_single_tokens(tok_actor):
     assert {"√", "S", "X"} <= set("".join(grids))  # box/player on target and player in hole occur
     for grid in grids:
         assert [tok.decode([i]) for i in encode(tok, grid)] == list(grid)
-        pieces = [tok.decode([i]) for i in encode(tok, ragen_mini.turn_message(2, grid, 7, cfg))]
+        pieces = [tok.decode([i]) for i in encode(tok, rollout.turn_message(2, grid, 7, cfg))]
         cells = list(grid)
         assert any(pieces[k:k + len(cells)] == cells for k in range(len(pieces))), grid
     for word in ("State", "Sokoban", "Phoenix", "Symbols", "Right"):  # a grid letter starts each: not split off
@@ -441,7 +442,7 @@ def test_rollout_masks_ids_and_rewards_scripted(tok_actor, env_name, think, extr
     names = make_env(env_name).actions
     recorder = Recorder(scripted_policy(tok, names, think, random.Random(7)))
     seeds, groups = np.repeat([11, 12, 13], 4), np.repeat([0, 1, 2], 4)
-    trajectories = ragen_mini.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     assert len(recorder.calls) >= 2
     turns = [turn for t in trajectories for turn in t["turns"]]
@@ -453,9 +454,9 @@ def test_rollout_masks_ids_and_rewards_scripted(tok_actor, env_name, think, extr
 def test_rollout_masks_ids_and_rewards_random_policy(tok_actor, env_name):
     tok, _ = tok_actor
     cfg = ns(f"env.name={env_name}", "env.max_turns=3")
-    recorder = Recorder(ragen_mini.random_policy(tok, cfg, random.Random(3)))
+    recorder = Recorder(rollout.random_policy(tok, cfg, random.Random(3)))
     seeds, groups = np.repeat([5, 6], 4), np.repeat([0, 1], 4)
-    trajectories = ragen_mini.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     assert all(turn["format_ok"] for t in trajectories for turn in t["turns"])
 
@@ -465,9 +466,9 @@ def test_rollout_masks_with_llm_policy(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8")
     model = eos_boosted(actor, tok)
     torch.manual_seed(0)
-    recorder = Recorder(ragen_mini.llm_policy(model, tok, cfg, 1.0))
+    recorder = Recorder(rollout.llm_policy(model, tok, cfg, 1.0))
     seeds, groups = np.repeat([21, 22], 4), np.repeat([0, 1], 4)
-    trajectories = ragen_mini.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     responses = [r for _, rs in recorder.calls for r in rs]
     for response in responses:  # up to and including the first EOS, or max_new_tokens without one
@@ -500,7 +501,7 @@ def test_sampling_is_exactly_softmax_over_temperature(tok_actor, cache):
     assert len(contexts[1]) > len(contexts[0]) + 5
     T, M = 0.7, 2000
     torch.manual_seed(0)
-    responses = ragen_mini.llm_policy(model, tok, cfg, T)(contexts * M)  # rows alternate: short, long, ...
+    responses = rollout.llm_policy(model, tok, cfg, T)(contexts * M)  # rows alternate: short, long, ...
     assert all(len(r) == 1 for r in responses)
     for k, context in enumerate(contexts):
         with torch.no_grad():
@@ -565,7 +566,7 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tok
         expected.append(new)
     assert any(e[-1] == tok.eos_token_id for e in expected) and any(e[-1] != tok.eos_token_id for e in expected)
     for _ in range(2):  # twice: a second turn reuses the static decoder
-        assert ragen_mini.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
+        assert rollout.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
 
 
 # ================================================================================================
@@ -576,8 +577,8 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
     model = sharpened(actor)
     cfg = ns("env.name=sokoban")
     env, observation = replay_env(cfg, 0)
-    long_text = tok.apply_chat_template([{"role": "user", "content": ragen_mini.first_user_message(env, cfg)
-                                          + ragen_mini.turn_message(1, observation, 10, cfg)}],
+    long_text = tok.apply_chat_template([{"role": "user", "content": rollout.first_user_message(env, cfg)
+                                          + rollout.turn_message(1, observation, 10, cfg)}],
                                         add_generation_prompt=True, tokenize=False) + "<think>"
     contexts = [encode(tok, long_text), encode(tok, "<|im_start|>user\nTurn 1:\nState:\n#P_X#<|im_end|>\n"
                                                     "<|im_start|>assistant\n<think>")]
@@ -619,8 +620,8 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
 # ================================================================================================
 def real_batch(tok, actor, cfg, critic=None, seeds=(3, 4), policy=None):
     N = cfg.rollout.group_size
-    policy = policy or ragen_mini.llm_policy(actor, tok, cfg, cfg.rollout.temperature)
-    trajectories = ragen_mini.rollout(policy, tok, cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
+    policy = policy or rollout.llm_policy(actor, tok, cfg, cfg.rollout.temperature)
+    trajectories = rollout.rollout(policy, tok, cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     ragen_mini.score_batch(batch, actor, critic, None, cfg, CPU)
     ragen_mini.compute_advantages(batch, cfg)
@@ -713,8 +714,8 @@ def test_grpo_advantages_and_reward_position(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "algo.estimator=grpo", "algo.filter_ratio=1.0")
     N = cfg.rollout.group_size
     seeds = [7, 8, 9]
-    trajectories = ragen_mini.rollout(ragen_mini.random_policy(tok, cfg, random.Random(0)), tok, cfg,
-                                      np.repeat(seeds, N), np.repeat(np.arange(3), N))
+    trajectories = rollout.rollout(rollout.random_policy(tok, cfg, random.Random(0)), tok, cfg,
+                                   np.repeat(seeds, N), np.repeat(np.arange(3), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     batch["old_logp"] = batch["ref_logp"] = torch.zeros_like(batch["response_mask"])
     ragen_mini.compute_advantages(batch, cfg)
@@ -938,9 +939,9 @@ def test_checkpoint_loads_with_auto_classes(resume_runs):
         assert torch.isfinite(actor(ids).logits).all()
     # The in-process tokenizer is deterministic: rebuilt here, it is the one the run trained with.
     cfg = ragen_mini.namespace(make_cfg(*RESUME))
-    trained_with = tiny.build_tokenizer(ragen_mini.env_corpus(cfg), cfg.model.tokenizer_vocab)
+    trained_with = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
     texts = env_texts(cfg, seeds=5)
-    assert trained_with.get_vocab() == tiny.build_tokenizer(ragen_mini.env_corpus(cfg), cfg.model.tokenizer_vocab).get_vocab()
+    assert trained_with.get_vocab() == tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab).get_vocab()
     # BUG: AutoTokenizer picks Qwen2Tokenizer from config.json (model_type qwen2), which swaps in Qwen's
     # digit-splitting pre-tokenizer: " 5" becomes two tokens, so a resumed run sees other ids.
     mismatched = [x for x in texts if encode(tok, x) != encode(trained_with, x)]
@@ -1020,12 +1021,12 @@ def test_gradient_checkpointing_keeps_generation_intact(tmp_path, cache):
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
     cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.cache={cache}", "rollout.max_new_tokens=6"))
     tokenizer, actor = ragen_mini.load_models(cfg, CPU)
-    contexts = [ragen_mini.rollout(ragen_mini.random_policy(tokenizer, cfg, random.Random(0)), tokenizer, cfg,
-                                   [s], [s])[0]["ids"][:60 + 9 * s] for s in range(3)]
-    plain = ragen_mini.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
+    contexts = [rollout.rollout(rollout.random_policy(tokenizer, cfg, random.Random(0)), tokenizer, cfg,
+                                [s], [s])[0]["ids"][:60 + 9 * s] for s in range(3)]
+    plain = rollout.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
     actor.gradient_checkpointing_enable()
     actor.train()
-    checkpointed = ragen_mini.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
+    checkpointed = rollout.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
     assert checkpointed == plain
     assert actor.training  # the policy restores the mode it found
 
