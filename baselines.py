@@ -3,6 +3,7 @@ the agent's budgets. They put the RL numbers in context: the share of the gap cl
 (success after RL - random) / (optimal - random).
 
     python baselines.py --env frozenlake --policy random      # or --policy optimal; bandit / sokoban
+    python baselines.py --env frozenlake --policy shortest    # FrozenLake only
 
 Defaults match the trainer's evaluation: seeds 1000000 + i for i < 256, 5 turns x 5 actions per turn,
 10 actions per trajectory (Bandit: 1 / 1 / 1 whatever is passed). Prints one JSON line.
@@ -14,10 +15,16 @@ Defaults match the trainer's evaluation: seeds 1000000 + i for i < 256, 5 turns 
   (success if it fits the budget). FrozenLake: value iteration over (cell, actions left) gives the
   exact probability of reaching the goal when the agent sees the state after every action; the agent
   commits to up to 5 actions per turn, so this is an upper bound on what it can reach.
+- shortest (FrozenLake): a player who ignores the slip and always steps along a shortest hole-free path
+  to the goal, seeing the state after every action; its exact success probability, by the same value
+  iteration with its action in place of the best one. It tells "navigates" apart from "plans for slips".
 """
 import argparse
+import copy
 import json
+import math
 import random
+from collections import deque
 
 from envs import make_env, solve_sokoban
 
@@ -42,15 +49,17 @@ def play_random(env, seed, rng, max_turns, max_actions_per_turn):
     return info["success"], total
 
 
-def frozenlake_values(env, budget):
+def frozenlake_values(env, budget, policy=None):
     """Value iteration on the current map: values[k][cell] = the highest probability of reaching the
     goal from `cell` with k actions left, choosing each action after seeing where the last one led.
-    The goal is worth 1 and holes 0 whatever is left; with 0 actions left only the goal counts."""
+    The goal is worth 1 and holes 0 whatever is left; with 0 actions left only the goal counts.
+    With `policy` (cell -> action) the same recursion evaluates that fixed policy instead."""
     cells = [(r, c) for r in range(env.rows) for c in range(env.cols)]
     values = [{cell: float(cell == env.goal) for cell in cells}]
     for _ in range(budget):
         last = values[-1]
         values.append({cell: last[cell] if cell == env.goal or cell in env.holes
+                       else expected(env, last, cell, policy(cell)) if policy
                        else max(expected(env, last, cell, a) for a in env.actions) for cell in cells})
     return values
 
@@ -63,6 +72,26 @@ def expected(env, values, cell, action):
 def greedy_action(env, values, cell, actions_left):
     """The optimal action at `cell` with `actions_left` actions left (values from frozenlake_values)."""
     return max(env.actions, key=lambda a: expected(env, values[actions_left - 1], cell, a))
+
+
+def shortest_path_policy(env):
+    """cell -> the action whose intended cell is fewest steps from the goal (breadth-first search over
+    the cells that are not holes; ties go to the first action in env.actions). It ignores the slip."""
+    still = copy.copy(env)
+    still.is_slippery = False  # its outcomes() is just the intended cell
+
+    def intended(cell, action):
+        return still.outcomes(cell, action)[0]
+
+    distance, frontier = {env.goal: 0}, deque([env.goal])
+    while frontier:  # moves are reversible, so searching from the goal gives every cell's distance to it
+        cell = frontier.popleft()
+        for action in env.actions:
+            nxt = intended(cell, action)
+            if nxt not in distance and nxt not in env.holes:
+                distance[nxt] = distance[cell] + 1
+                frontier.append(nxt)
+    return lambda cell: min(env.actions, key=lambda action: distance.get(intended(cell, action), math.inf))
 
 
 def play_optimal(env_name, env, seed, budget):
@@ -90,14 +119,18 @@ def evaluate(env_name, policy, seeds, max_turns=5, max_actions_per_turn=5, max_a
     else:
         env = make_env(env_name, max_actions=max_actions, **(env_kwargs or {}))
     rng = random.Random(rng_seed)
+    budget = min(max_actions, max_turns * max_actions_per_turn)
     results = []
     for seed in seeds:
         if policy == "random":
             results += [play_random(env, seed, rng, max_turns, max_actions_per_turn)
                         for _ in range(episodes_per_seed)]
-        else:
-            budget = min(max_actions, max_turns * max_actions_per_turn)
+        elif policy == "optimal":
             results.append(play_optimal(env_name, env, seed, budget))
+        else:  # shortest, FrozenLake: the exact success probability of the slip-ignoring walker
+            env.reset(seed)
+            success = frozenlake_values(env, budget, shortest_path_policy(env))[budget][env.player]
+            results.append((success, success))
     return {"env": env_name, "policy": policy,
             "success_rate": round(sum(s for s, _ in results) / len(results), 4),
             "mean_return": round(sum(r for _, r in results) / len(results), 4),
@@ -107,7 +140,7 @@ def evaluate(env_name, policy, seeds, max_turns=5, max_actions_per_turn=5, max_a
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", required=True, choices=["bandit", "sokoban", "frozenlake"])
-    parser.add_argument("--policy", required=True, choices=["random", "optimal"])
+    parser.add_argument("--policy", required=True, choices=["random", "optimal", "shortest"])
     parser.add_argument("--num-seeds", type=int, default=256)
     parser.add_argument("--seed-offset", type=int, default=1_000_000)
     parser.add_argument("--max-turns", type=int, default=5)
@@ -117,6 +150,8 @@ def main():
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help='extra make_env keywords as JSON, e.g. \'{"is_slippery": false}\'')
     args = parser.parse_args()
+    if args.policy == "shortest" and args.env != "frozenlake":
+        parser.error("--policy shortest is for --env frozenlake only")
     seeds = [args.seed_offset + i for i in range(args.num_seeds)]
     result = evaluate(args.env, args.policy, seeds, args.max_turns, args.max_actions_per_turn,
                       args.max_actions, args.episodes_per_seed, args.env_kwargs)

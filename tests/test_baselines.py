@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from baselines import evaluate, frozenlake_values, greedy_action, play_random, random_turn_actions  # noqa: E402
+from baselines import (evaluate, frozenlake_values, greedy_action, play_random, random_turn_actions,  # noqa: E402
+                       shortest_path_policy)
 from envs import make_env  # noqa: E402
 
 EVAL_SEEDS = [1_000_000 + i for i in range(256)]
@@ -55,6 +56,59 @@ def test_value_iteration_matches_monte_carlo_of_its_policy():
                     break
             wins += info["success"]
         p = values[10][start]
+        assert abs(wins / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (seed, wins / n, p)
+
+
+def test_shortest_path_policy_hand_worked_map():
+    # P_    The slip-ignoring walker goes Right at the start (Down is the hole) and Down next to the
+    # OG    goal. Right from P: stay (slip up), right, or the hole (slip down), 1/3 each. Down from the
+    #       top-right cell: stay (slip right into the border), the goal, or back to P (slip left).
+    #       So a_k = (a + b) / 3 and b_k = 1/3 + (a + b) / 3 with k-1's a, b: a_2 = 1/9, a_3 = 5/27,
+    #       below the optimum's 7/27 (the optimum first goes Up, where it cannot fall in).
+    env = make_env("frozenlake")
+    env.reset(seed=0, grid="P_\nOG")
+    policy = shortest_path_policy(env)
+    assert policy((0, 0)) == "Right" and policy((0, 1)) == "Down"
+    values = frozenlake_values(env, 10, policy)
+    a = b = 0.0
+    for k in range(1, 11):
+        a, b = (a + b) / 3, 1 / 3 + (a + b) / 3
+        assert values[k][(0, 0)] == pytest.approx(a) and values[k][(0, 1)] == pytest.approx(b)
+    assert values[2][(0, 0)] == pytest.approx(1 / 9) and values[3][(0, 0)] == pytest.approx(5 / 27)
+    assert values[3][(0, 0)] < frozenlake_values(env, 3)[3][(0, 0)] == pytest.approx(7 / 27)
+
+
+def test_shortest_path_policy_walks_a_shortest_path_and_matches_monte_carlo():
+    for seed in EVAL_SEEDS[:3]:
+        env = make_env("frozenlake", is_slippery=False)
+        grid = env.reset(seed)[0]
+        policy, start = shortest_path_policy(env), env.player
+        # Without slips its walk reaches the goal in exactly the BFS distance (a separate search here).
+        distance, frontier = {start: 0}, deque([start])
+        while frontier:
+            r, c = frontier.popleft()
+            for dr, dc in DELTAS.values():
+                nxt = (r + dr, c + dc)
+                if 0 <= nxt[0] < env.rows and 0 <= nxt[1] < env.cols and nxt not in env.holes and nxt not in distance:
+                    distance[nxt] = distance[(r, c)] + 1
+                    frontier.append(nxt)
+        steps = 0
+        while env.player != env.goal:
+            env.step(policy(env.player))
+            steps += 1
+        assert steps == distance[env.goal], seed
+        # On slippery ice, its exact value against playing it through the real env.
+        env = make_env("frozenlake")
+        env.reset(seed=0, grid=grid)
+        p = frozenlake_values(env, 10, policy)[10][start]
+        n, wins = 2000, 0
+        for episode in range(n):
+            env.reset(seed=episode, grid=grid)
+            for _ in range(10):
+                *_, terminated, truncated, info = env.step(policy(env.player))
+                if terminated or truncated:
+                    break
+            wins += info["success"]
         assert abs(wins / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (seed, wins / n, p)
 
 
@@ -196,3 +250,6 @@ def test_command_line():
                           "--num-seeds", "4"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
     assert result["env"] == "frozenlake" and result["num_seeds"] == 4 and 0 < result["success_rate"] <= 1
+    wrong = subprocess.run([sys.executable, "baselines.py", "--env", "sokoban", "--policy", "shortest"],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert wrong.returncode == 2 and "frozenlake only" in wrong.stderr and "Traceback" not in wrong.stderr
