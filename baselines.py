@@ -1,6 +1,6 @@
-"""Baselines on the evaluation seeds: what a uniform random policy and the optimal policy achieve with
-the agent's budgets. They put the RL numbers in context: the share of the gap closed is
-(success after RL - random) / (optimal - random).
+"""Baselines on the evaluation seeds: what a uniform random policy, the optimal policy and (FrozenLake) a
+slip-ignoring shortest-path walker achieve with the agent's budgets. They put the RL numbers in context:
+the share of the gap closed is (success after RL - random) / (optimal - random).
 
     python baselines.py --env frozenlake --policy random      # or --policy optimal; bandit / sokoban
     python baselines.py --env frozenlake --policy shortest    # FrozenLake only
@@ -16,8 +16,10 @@ Defaults match the trainer's evaluation: seeds 1000000 + i for i < 256, 5 turns 
   exact probability of reaching the goal when the agent sees the state after every action; the agent
   commits to up to 5 actions per turn, so this is an upper bound on what it can reach.
 - shortest (FrozenLake): a player who ignores the slip and always steps along a shortest hole-free path
-  to the goal, seeing the state after every action; its exact success probability, by the same value
-  iteration with its action in place of the best one. It tells "navigates" apart from "plans for slips".
+  to the goal (ties between equally short moves: the first of Left, Down, Right, Up), seeing the state
+  after every action; its exact success probability, by the same value iteration with its action in
+  place of the best one. Exact for one action per turn (10 x 1); a 5-action turn commits to its moves,
+  so there it is an upper bound, like the optimum. It tells "navigates" apart from "plans for slips".
 """
 import argparse
 import copy
@@ -53,14 +55,23 @@ def frozenlake_values(env, budget, policy=None):
     """Value iteration on the current map: values[k][cell] = the highest probability of reaching the
     goal from `cell` with k actions left, choosing each action after seeing where the last one led.
     The goal is worth 1 and holes 0 whatever is left; with 0 actions left only the goal counts.
-    With `policy` (cell -> action) the same recursion evaluates that fixed policy instead."""
+    With `policy` (cell -> action) the same recursion evaluates that fixed policy instead.
+
+    Example, the map "P_\nOG" (P at (0, 0), the hole below it): values[3][(0, 0)] is 7/27 for the
+    optimum (first Up, where it cannot fall in) and 5/27 with shortest_path_policy (Right, then Down)."""
     cells = [(r, c) for r in range(env.rows) for c in range(env.cols)]
     values = [{cell: float(cell == env.goal) for cell in cells}]
     for _ in range(budget):
         last = values[-1]
-        values.append({cell: last[cell] if cell == env.goal or cell in env.holes
-                       else expected(env, last, cell, policy(cell)) if policy
-                       else max(expected(env, last, cell, a) for a in env.actions) for cell in cells})
+
+        def backup(cell):
+            if cell == env.goal or cell in env.holes:  # the episode is over: its value stays
+                return last[cell]
+            if policy is not None:
+                return expected(env, last, cell, policy(cell))
+            return max(expected(env, last, cell, action) for action in env.actions)
+
+        values.append({cell: backup(cell) for cell in cells})
     return values
 
 
@@ -113,6 +124,10 @@ def play_optimal(env_name, env, seed, budget):
 
 def evaluate(env_name, policy, seeds, max_turns=5, max_actions_per_turn=5, max_actions=10,
              episodes_per_seed=20, env_kwargs=None, rng_seed=0):
+    if policy not in ("random", "optimal", "shortest"):
+        raise ValueError(f"unknown policy {policy!r}: random, optimal or shortest")
+    if policy == "shortest" and env_name != "frozenlake":
+        raise ValueError("policy 'shortest' is for frozenlake only")
     if env_name == "bandit":  # one turn, one action: the budgets do not apply
         max_turns, max_actions_per_turn, max_actions = 1, 1, 1
         env = make_env(env_name, **(env_kwargs or {}))
@@ -127,7 +142,7 @@ def evaluate(env_name, policy, seeds, max_turns=5, max_actions_per_turn=5, max_a
                         for _ in range(episodes_per_seed)]
         elif policy == "optimal":
             results.append(play_optimal(env_name, env, seed, budget))
-        else:  # shortest, FrozenLake: the exact success probability of the slip-ignoring walker
+        else:  # shortest (FrozenLake): the exact success probability of the slip-ignoring walker
             env.reset(seed)
             success = frozenlake_values(env, budget, shortest_path_policy(env))[budget][env.player]
             results.append((success, success))
@@ -150,8 +165,16 @@ def main():
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help='extra make_env keywords as JSON, e.g. \'{"is_slippery": false}\'')
     args = parser.parse_args()
+    counts = ("num_seeds", "max_turns", "max_actions_per_turn", "max_actions", "episodes_per_seed")
+    for name in counts:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.policy == "shortest" and args.env != "frozenlake":
         parser.error("--policy shortest is for --env frozenlake only")
+    try:
+        make_env(args.env, **args.env_kwargs)  # a wrong keyword or value is a usage error, not a traceback
+    except (ValueError, TypeError) as error:
+        parser.error(f"--env-kwargs: {error}")
     seeds = [args.seed_offset + i for i in range(args.num_seeds)]
     result = evaluate(args.env, args.policy, seeds, args.max_turns, args.max_actions_per_turn,
                       args.max_actions, args.episodes_per_seed, args.env_kwargs)

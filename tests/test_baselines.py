@@ -75,21 +75,28 @@ def test_shortest_path_policy_hand_worked_map():
         a, b = (a + b) / 3, 1 / 3 + (a + b) / 3
         assert values[k][(0, 0)] == pytest.approx(a) and values[k][(0, 1)] == pytest.approx(b)
     assert values[2][(0, 0)] == pytest.approx(1 / 9) and values[3][(0, 0)] == pytest.approx(5 / 27)
-    assert values[3][(0, 0)] < frozenlake_values(env, 3)[3][(0, 0)] == pytest.approx(7 / 27)
+    assert frozenlake_values(env, 3)[3][(0, 0)] == pytest.approx(7 / 27)  # the optimum does better
+    # Ties go to the first action in env.actions (Left, Down, Right, Up): from P both Down and Right
+    # lead to a cell one step from G.
+    env.reset(seed=0, grid="P_\n_G")
+    assert shortest_path_policy(env)((0, 0)) == "Down" and shortest_path_policy(env)((1, 0)) == "Right"
 
 
 def test_shortest_path_policy_walks_a_shortest_path_and_matches_monte_carlo():
     for seed in EVAL_SEEDS[:3]:
-        env = make_env("frozenlake", is_slippery=False)
+        env = make_env("frozenlake")  # the policy is built on the slippery env, as evaluate() does
         grid = env.reset(seed)[0]
         policy, start = shortest_path_policy(env), env.player
+        env = make_env("frozenlake", is_slippery=False)
+        env.reset(seed=0, grid=grid)
         # Without slips its walk reaches the goal in exactly the BFS distance (a separate search here).
         distance, frontier = {start: 0}, deque([start])
         while frontier:
             r, c = frontier.popleft()
             for dr, dc in DELTAS.values():
                 nxt = (r + dr, c + dc)
-                if 0 <= nxt[0] < env.rows and 0 <= nxt[1] < env.cols and nxt not in env.holes and nxt not in distance:
+                inside = 0 <= nxt[0] < env.rows and 0 <= nxt[1] < env.cols
+                if inside and nxt not in env.holes and nxt not in distance:
                     distance[nxt] = distance[(r, c)] + 1
                     frontier.append(nxt)
         steps = 0
@@ -110,6 +117,25 @@ def test_shortest_path_policy_walks_a_shortest_path_and_matches_monte_carlo():
                     break
             wins += info["success"]
         assert abs(wins / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (seed, wins / n, p)
+
+
+def test_evaluate_shortest_is_the_mean_of_the_per_seed_values():
+    seeds = EVAL_SEEDS[:16]
+    per_seed = []
+    for seed in seeds:
+        env = make_env("frozenlake")
+        env.reset(seed)
+        per_seed.append(frozenlake_values(env, 10, shortest_path_policy(env))[10][env.player])
+    result = evaluate("frozenlake", "shortest", seeds)
+    assert result["success_rate"] == result["mean_return"] == round(sum(per_seed) / len(seeds), 4)
+    # The budget is min(max_actions, turns x actions per turn): 10 x 1 and 5 x 5 both give 10 actions.
+    assert evaluate("frozenlake", "shortest", seeds, max_turns=10, max_actions_per_turn=1) == result
+    two_actions = evaluate("frozenlake", "shortest", seeds, max_turns=2, max_actions_per_turn=1)
+    assert two_actions["success_rate"] < result["success_rate"]
+    with pytest.raises(ValueError, match="frozenlake only"):
+        evaluate("sokoban", "shortest", seeds)
+    with pytest.raises(ValueError, match="unknown policy"):
+        evaluate("frozenlake", "optimum", seeds)
 
 
 def horizon_distribution(max_turns=5, per_turn=5, budget=10):
@@ -250,6 +276,8 @@ def test_command_line():
                           "--num-seeds", "4"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
     assert result["env"] == "frozenlake" and result["num_seeds"] == 4 and 0 < result["success_rate"] <= 1
-    wrong = subprocess.run([sys.executable, "baselines.py", "--env", "sokoban", "--policy", "shortest"],
-                           cwd=ROOT, capture_output=True, text=True)
-    assert wrong.returncode == 2 and "frozenlake only" in wrong.stderr and "Traceback" not in wrong.stderr
+    for args, message in [(["--env", "sokoban", "--policy", "shortest"], "frozenlake only"),
+                          (["--env", "frozenlake", "--policy", "random", "--num-seeds", "0"], "at least 1"),
+                          (["--env", "frozenlake", "--policy", "optimal", "--env-kwargs", '{"sise": 4}'], "sise")]:
+        wrong = subprocess.run([sys.executable, "baselines.py", *args], cwd=ROOT, capture_output=True, text=True)
+        assert wrong.returncode == 2 and message in wrong.stderr and "Traceback" not in wrong.stderr, args
