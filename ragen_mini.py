@@ -1,4 +1,4 @@
-"""ragen-mini: multi-turn RL for LLM agents (RAGEN / StarPO) on one GPU, in one file you can read.
+"""ragen-mini: multi-turn RL for LLM agents (RAGEN / StarPO) on one GPU; the trainer, read top to bottom.
 
     python ragen_mini.py --config config.yaml                      # the paper's StarPO-S setup
     python ragen_mini.py --config configs/tiny.yaml env.name=bandit # offline, on a laptop CPU
@@ -101,7 +101,7 @@ def build_critic(cfg, actor, device):
 # ======================================================================================================
 # Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
-# because the logits at position t predict token t+1 (REFERENCE pitfall 4).
+# because the logits at position t predict token t+1 (REFERENCE.md §7.4).
 # ======================================================================================================
 def collate(trajectories, pad_id, device):
     """Right-pad the kept trajectories into tensors."""
@@ -120,7 +120,7 @@ def collate(trajectories, pad_id, device):
 
 
 def hidden_states(backbone, input_ids, attention_mask):
-    """(b, T, H) last hidden states. Position ids are passed explicitly (REFERENCE pitfall 3)."""
+    """(b, T, H) last hidden states. Position ids are passed explicitly (REFERENCE.md §7.3)."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
 
@@ -130,7 +130,7 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
     only for response tokens, chunk by chunk, and with gradients the chunk is recomputed in backward
-    (checkpoint) instead of stored, so memory holds the hidden states alone (REFERENCE pitfall 11).
+    (checkpoint) instead of stored, so memory holds the hidden states alone (REFERENCE.md §7.11).
     The temperature is the sampler's: the ratio must compare the very distribution that sampled.
     """
     hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
@@ -220,7 +220,7 @@ def compute_advantages(batch, cfg):
 # ======================================================================================================
 # Update: PPO epochs over mini-batches; each mini-batch is accumulated over micro-batches whose losses
 # are normalised by the mini-batch's token count, so their sum is exactly the mini-batch token mean
-# (REFERENCE pitfall 8). Actor and critic have their own optimisers and gradient clipping.
+# (REFERENCE.md §7.8). Actor and critic have their own optimisers and gradient clipping.
 # ======================================================================================================
 def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     B = batch["response_mask"].shape[0]

@@ -3,7 +3,7 @@
 Every live trajectory advances one turn per batched policy call: the model answers
 `<think>..</think><answer>a || b</answer>`, the env executes the actions, and the reward and next state
 come back as the next user message. A trajectory is kept as the exact token ids the model saw and
-produced, with response_mask = 1 only on tokens the model sampled (REFERENCE pitfalls 5-7).
+produced, with response_mask = 1 only on tokens the model sampled (REFERENCE.md §7.5-7.7).
 
     trajectories = rollout(llm_policy(model, tokenizer, cfg, temperature), tokenizer, cfg, seeds, group_ids)
 
@@ -11,7 +11,7 @@ This file holds the prompts (first_prompt, turn_message), the policies that answ
 LLM; random_policy: the format warm-up's teacher) and env_corpus, the same texts for training the
 in-process tokenizer. It is apart from ragen_mini.py because it is the part of the trainer that knows chat
 templates and environments: ragen_mini.py calls rollout() (training, evaluation, format warm-up) and from
-then on works on token ids, masks and rewards only.
+then on works on the trajectory dicts it returns (token ids, masks, rewards, per-turn records).
 """
 import copy
 import random
@@ -31,8 +31,12 @@ def first_user_message(env, cfg):
     symbols = "".join(f"\n{symbol}: {meaning}" for symbol, meaning in env.symbols.items())
     return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
             + f"Valid actions: {', '.join(env.actions)}.\n"
-            + f"You can make up to {min(cfg.env.max_actions_per_turn, env.max_actions)} actions per turn, "
+            + f"You can make up to {actions_per_turn(env, cfg)} actions per turn, "
             + "separated by ' || '.\n")
+
+
+def actions_per_turn(env, cfg):
+    return min(cfg.env.max_actions_per_turn, env.max_actions)  # a turn cannot outlast the trajectory's budget
 
 
 def answer_prefix(cfg):
@@ -41,7 +45,7 @@ def answer_prefix(cfg):
 
 def first_prompt(env, observation, tokenizer, cfg):
     """The text the model continues at turn 1: system and first user message in the chat template, then
-    the forced answer start ("<think>", or "<answer>" with rollout.think=false; REFERENCE 2)."""
+    the forced answer start ("<think>", or "<answer>" with rollout.think=false; REFERENCE.md §2)."""
     first = first_user_message(env, cfg) + turn_message(1, observation, env.max_actions, cfg)
     return tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
                                          add_generation_prompt=True, tokenize=False) + answer_prefix(cfg)
@@ -71,7 +75,11 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM's
     `generate`, or scripted random answers for the format warm-up). Returns one dict per trajectory:
     ids / mask (what the model saw; 1 = sampled by the model), reward (env rewards + format penalties),
-    success, turns (think, actions, reward per turn) and counters for the metrics.
+    success, turns (think, actions, format_ok, reward per turn) and counters for the metrics.
+    A two-turn trajectory, in pieces of text (each piece is many tokens):
+
+        ids : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>] [answer 2 ...]
+        mask:  0 ...                        0  1 ...              1  0 ...                         0  1 ...
     """
     prefix = answer_prefix(cfg)  # the forced start of every answer
     close_assistant, open_assistant = chat_pieces(tokenizer)
@@ -94,7 +102,7 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
             raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
                               f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context={cfg.rollout.max_context}")
         t["ids"], t["mask"] = ids, [0] * len(ids)
-    per_turn = min(cfg.env.max_actions_per_turn, trajectories[0]["env"].max_actions)
+    per_turn = actions_per_turn(trajectories[0]["env"], cfg)
     for turn in range(1, cfg.env.max_turns + 1):
         live = [t for t in trajectories if not t["done"]]
         if not live:
@@ -152,7 +160,8 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
     @torch.no_grad()
     def policy(contexts):
         started, was_training = time.perf_counter(), model.training
-        model.eval()  # on the CPU the sampler is the actor: with gradient checkpointing, train mode drops the KV cache
+        # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
+        model.eval()
         rows = len(contexts)
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
@@ -190,10 +199,10 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
 def random_policy(tokenizer, cfg, rng):
     """Scripted answers with uniformly random actions (the format warm-up's teacher)."""
     prefix_close = "</think><answer>" if cfg.rollout.think else ""
+    env = new_env(cfg)  # only for its action names and budget
+    per_turn = actions_per_turn(env, cfg)
 
     def policy(contexts):
-        env = new_env(cfg)
-        per_turn = min(cfg.env.max_actions_per_turn, env.max_actions)
         answers = [f"{prefix_close}{' || '.join(random_turn_actions(rng, env.actions, per_turn))}</answer>"
                    for _ in contexts]
         return [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]

@@ -16,6 +16,7 @@ import torch
 
 sys.path.insert(0, ".")
 import ragen_mini  # noqa: E402
+from config import load_config, namespace  # noqa: E402
 
 run_dir, overrides = sys.argv[1], sys.argv[2:]
 actor_dirs = [d for d in (os.path.join(run_dir, "actor"), os.path.join(run_dir, "checkpoint", "actor")) if os.path.isdir(d)]
@@ -24,8 +25,7 @@ if not actor_dirs or not os.path.isfile(os.path.join(run_dir, "config.yaml")):
 actor_dir = actor_dirs[0]
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # transformers' generate on every device: the static decoder is GPU-only and tuned for the bf16 sampler
-cfg = ragen_mini.namespace(ragen_mini.load_config(os.path.join(run_dir, "config.yaml"),
-                                                  ["run_dir=", "rollout.cache=dynamic", *overrides]))
+cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), ["run_dir=", "rollout.cache=dynamic", *overrides]))
 torch.manual_seed(cfg.seed)
 tokenizer, actor = ragen_mini.load_models(cfg, device, actor_dir)
 with tempfile.TemporaryDirectory() as scratch:  # evaluate() appends sample transcripts there

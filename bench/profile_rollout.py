@@ -11,10 +11,11 @@ import torch
 
 sys.path.insert(0, ".")
 import ragen_mini  # noqa: E402
+from config import load_config, namespace  # noqa: E402
 import rollout  # noqa: E402
 
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
-cfg = ragen_mini.namespace(ragen_mini.load_config("config.yaml", overrides))
+cfg = namespace(load_config("config.yaml", overrides))
 device = torch.device("cuda")
 tokenizer, actor = ragen_mini.load_models(cfg, device)
 sampler = actor.to(torch.bfloat16).eval()
