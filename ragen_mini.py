@@ -98,6 +98,15 @@ def build_critic(cfg, actor, device):
     return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
 
 
+def bf16_sampler(actor):
+    """The GPU samples from a bf16 copy (half the bytes per decoding step) while float32 weights train.
+    Parameters only: a bf16 RoPE inv_freq buffer would shift every position's angle."""
+    sampler = copy.deepcopy(actor).eval()
+    for param in sampler.parameters():
+        param.data = param.data.to(torch.bfloat16)
+    return sampler
+
+
 # ======================================================================================================
 # Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
@@ -427,12 +436,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
     if cfg.algo.kl_coef > 0:  # frozen copy of the starting policy, only when a KL term needs it
         reference = (AutoModelForCausalLM.from_pretrained(os.path.join(checkpoint, "reference"), dtype=torch.float32).to(device)
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
-    # The GPU samples from a bf16 copy (half the bytes per decoding step); float32 master weights train.
-    sampler = actor
-    if device.type == "cuda":  # parameters only: a bf16 RoPE inv_freq buffer would shift every position
-        sampler = copy.deepcopy(actor).eval()
-        for param in sampler.parameters():
-            param.data = param.data.to(torch.bfloat16)
+    sampler = bf16_sampler(actor) if device.type == "cuda" else actor  # the CPU samples with the actor
     if cfg.model.gradient_checkpointing:  # after the copy: the sampler never runs backward
         actor.gradient_checkpointing_enable()
         if critic is not None:

@@ -18,7 +18,7 @@ overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "ro
 cfg = namespace(load_config("config.yaml", overrides))
 device = torch.device("cuda")
 tokenizer, actor = ragen_mini.load_models(cfg, device)
-sampler = actor.to(torch.bfloat16).eval()
+sampler = ragen_mini.bf16_sampler(actor)  # as the trainer samples
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 for label in ("warm-up", "profiled"):

@@ -1041,3 +1041,16 @@ def test_logged_losses_do_not_depend_on_micro_batch_size(tmp_path):
         logged.append(json.loads((run / "metrics.jsonl").read_text().splitlines()[-1]))
     for key in ("train/policy_loss", "train/value_loss"):
         assert logged[0][key] == pytest.approx(logged[1][key], rel=1e-4, abs=1e-7), key
+
+
+def test_bf16_sampler_keeps_float32_rope_and_the_actor(tok_actor):
+    """The sampler's weights are bf16, its RoPE frequencies stay float32 (bf16 would shift every
+    position's angle), and the float32 actor it was copied from is left as it was."""
+    _, actor = tok_actor
+    sampler = ragen_mini.bf16_sampler(actor)
+    assert all(p.dtype == torch.bfloat16 for p in sampler.parameters())
+    assert all(p.dtype == torch.float32 for p in actor.parameters())
+    rope = {name: b for name, b in sampler.named_buffers() if name.endswith("inv_freq")}
+    actor_rope = dict(actor.named_buffers())
+    assert rope and all(b.dtype == torch.float32 and torch.equal(b, actor_rope[name]) for name, b in rope.items())
+    assert not sampler.training
