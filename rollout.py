@@ -17,6 +17,7 @@ import copy
 import random
 import time
 
+import numpy as np
 import torch
 
 from baselines import random_turn_actions
@@ -152,6 +153,22 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
     return trajectories
 
 
+def left_pad(contexts, pad_id):
+    """Token-id lists -> input_ids, attention_mask: (B, W) long tensors, left-padded so that every row's
+    next token is at column W. Filled in numpy: a torch.tensor per row took 0.17 s for 1,024 rows of
+    ~900 tokens on a CPU core, and a 10-turn rollout pads that 10 times.
+
+        left_pad([[5, 6, 7], [8]], pad_id=0) -> [[5, 6, 7], [0, 0, 8]], mask [[1, 1, 1], [0, 0, 1]]
+    """
+    lengths = np.array([len(context) for context in contexts])  # (B,)
+    width = int(lengths.max())
+    input_ids = np.full((len(contexts), width), pad_id, dtype=np.int64)  # (B, W)
+    for row, context in zip(input_ids, contexts):
+        row[width - len(context):] = context
+    attention_mask = np.arange(width)[None, :] >= (width - lengths)[:, None]  # (B, W)
+    return torch.from_numpy(input_ids), torch.from_numpy(attention_mask.astype(np.int64))
+
+
 def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
     """The LLM as a policy: left-pad the contexts and sample one turn for all of them in one call, to
     transformers' `generate` (rollout.cache=dynamic) or to fast_decode.static_generate (static)."""
@@ -165,13 +182,7 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
         rows = len(contexts)
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
-        width = max(map(len, contexts))
-        input_ids = torch.full((len(contexts), width), tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for i, context in enumerate(contexts):  # left padding: every row's next token is at column `width`
-            input_ids[i, width - len(context):] = torch.tensor(context)
-            attention_mask[i, width - len(context):] = 1
-        input_ids, attention_mask = input_ids.to(model.device), attention_mask.to(model.device)
+        input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, tokenizer.pad_token_id))
         if static:
             new_tokens = static_generate(model, input_ids, attention_mask, cfg, temperature,
                                          tokenizer.eos_token_id, tokenizer.pad_token_id)
@@ -183,7 +194,7 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
             new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                         max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
                                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                        repetition_penalty=1.0, **sampling)[:, width:]
+                                        repetition_penalty=1.0, **sampling)[:, input_ids.shape[1]:]
         responses = []
         for row in new_tokens[:rows].tolist():  # one host transfer per turn
             # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.

@@ -540,6 +540,21 @@ def test_sampling_is_exactly_softmax_over_temperature(tok_actor, cache):
         assert ((binned(freq) - q).abs() < 5 * sigma + 1e-3).all(), k
 
 
+def greedy_plain(model, tok, context, max_new_tokens, min_new_tokens=0):
+    """Greedy decoding by plain unpadded forwards, one token at a time, up to the first <|im_end|>."""
+    ids, new = list(context), []
+    while len(new) < max_new_tokens:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1]
+        if len(new) < min_new_tokens:
+            logits[tok.eos_token_id] = -float("inf")
+        new.append(int(logits.argmax()))
+        ids.append(new[-1])
+        if new[-1] == tok.eos_token_id:
+            break
+    return new
+
+
 @pytest.mark.parametrize("min_new_tokens", [0, 3])
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tokens):
@@ -551,23 +566,36 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tok
     model = sharpened(actor, tok, eos_boost=1.5)
     rng = random.Random(0)
     contexts = [[rng.randrange(3, len(tok)) for _ in range(n)] for n in (5, 17, 11, 30, 2, 23)]
-    expected = []
-    for context in contexts:
-        ids, new = list(context), []
-        while len(new) < 8:
-            with torch.no_grad():
-                logits = model(torch.tensor([ids])).logits[0, -1]
-            if len(new) < min_new_tokens:
-                logits[tok.eos_token_id] = -float("inf")
-            new.append(int(logits.argmax()))
-            ids.append(new[-1])
-            if new[-1] == tok.eos_token_id:
-                break
-        expected.append(new)
+    expected = [greedy_plain(model, tok, context, 8, min_new_tokens) for context in contexts]
     assert any(e[-1] == tok.eos_token_id for e in expected) and any(e[-1] != tok.eos_token_id for e in expected)
     for _ in range(2):  # twice: a second turn reuses the static decoder
         assert rollout.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
 
+
+
+def test_static_decoder_stops_at_the_finished_check_once_every_row_ended(tok_actor):
+    """When every answer ends early, the static decoder stops at its finished-check after 32 tokens
+    instead of decoding all max_new_tokens, with the answers of a plain decoding loop."""
+    tok, actor = tok_actor
+    cfg = ns("rollout.cache=static", "rollout.max_new_tokens=40", "rollout.max_context=96")
+    model = sharpened(actor, tok, eos_boost=6.0)
+    rng = random.Random(1)
+    contexts = [[rng.randrange(3, len(tok)) for _ in range(n)] for n in (5, 17, 11, 30)]
+    expected = [greedy_plain(model, tok, context, 40) for context in contexts]
+    assert all(e[-1] == tok.eos_token_id for e in expected) and max(map(len, expected)) < 32
+    forwards = []
+    hook = model.register_forward_hook(lambda *args: forwards.append(1))
+    try:
+        assert rollout.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
+    finally:
+        hook.remove()
+    assert len(forwards) == 1 + 31  # the prefill, then a decoding step for tokens 2..32; none for 33..40
+
+
+def test_left_pad_hand_worked():
+    input_ids, attention_mask = rollout.left_pad([[5, 6, 7], [8], [9, 4]], pad_id=0)
+    assert input_ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 4]]
+    assert attention_mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
 
 # ================================================================================================
 # 5. Left padding in generate vs right padding in token_logprobs (pitfalls 3, 4)
