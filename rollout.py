@@ -155,8 +155,8 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
 
 def left_pad(contexts, pad_id):
     """Token-id lists -> input_ids, attention_mask: (B, W) long tensors, left-padded so that every row's
-    next token is at column W. Filled in numpy: a torch.tensor per row took 0.17 s for 1,024 rows of
-    ~900 tokens on a CPU core, and a 10-turn rollout pads that 10 times.
+    next token is at column W. Filled in numpy: a torch.tensor per row took 100 ms against 21 ms for
+    1,024 rows of up to 1,054 tokens (bench/tiny_rollout_time.py on the H200's host), once per turn.
 
         left_pad([[5, 6, 7], [8]], pad_id=0) -> [[5, 6, 7], [0, 0, 8]], mask [[1, 1, 1], [0, 0, 1]]
     """

@@ -50,12 +50,8 @@ def example(seed):
 
 
 def batch(examples):
-    width = max(len(ids) for ids, _ in examples)
-    input_ids = torch.full((len(examples), width), tokenizer.pad_token_id)  # (B, T), left-padded
-    for i, (ids, _) in enumerate(examples):
-        input_ids[i, width - len(ids):] = torch.tensor(ids)
-    return input_ids.to(device), (input_ids != tokenizer.pad_token_id).long().to(device), \
-        torch.tensor([label for _, label in examples], device=device)
+    input_ids, attention_mask = rollout.left_pad([ids for ids, _ in examples], tokenizer.pad_token_id)  # (B, T)
+    return input_ids.to(device), attention_mask.to(device), torch.tensor([label for _, label in examples], device=device)
 
 
 def action_logits(input_ids, attention_mask):
