@@ -16,7 +16,6 @@ import torch
 import yaml
 
 from envs import ENVS, make_env
-from tiny import IN_PROCESS_MODELS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -109,8 +108,7 @@ def check_config(cfg):
         (0 <= a["gamma"] <= 1 and 0 <= a["lam"] <= 1, "algo.gamma and algo.lam must be in [0, 1]"),
         (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
         (cfg["eval"]["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
-        (cfg["warmup"]["steps"] == 0 or cfg["model"]["name"] in IN_PROCESS_MODELS,
-         "warmup.steps > 0 trains on random actions: it is for the in-process models only (model.name=tiny)"),
+        (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
          "env budgets must be >= 1"),
         (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),

@@ -17,7 +17,7 @@ names, e.g. `make_env("bandit", high_name="Teacher", low_name="Engineer")`.
 
 Each env has `actions` (valid action names; Bandit's are in the order shown, a coin flip made by
 reset), `max_actions` (the per-trajectory budget, after which `truncated` is True; Bandit 1),
-`instruction` (the task, without the answer format, which the trainer adds) and `symbols` (symbol ->
+`instruction` (the paper's task text; Bandit's is empty, its state text holds the task) and `symbols` (symbol ->
 meaning, in display order). `parse_answer` turns a reply into canonical action names.
 
 `reset(seed)` fixes everything random in the episode (puzzle, map, slips, payout): the same seed and
@@ -71,11 +71,7 @@ def _end_of_step(env, terminated):
 # whether the model's prior about "Dragon" (risky, big) vs "Phoenix" (safe) is put to use.
 
 class Bandit:
-    instruction = ("You are playing a bandit game. Goal: maximise your reward by choosing which arm "
-                   "to pull. There are two arms; each has its own reward distribution, related to its "
-                   "name. Analyse the symbolic meaning of each arm's name to guess how its rewards "
-                   "behave, then pull the arm you think is more likely to give a higher reward on "
-                   "average.")
+    instruction = ""  # the paper's Bandit has no instruction: its state text below is the whole task
     symbols = {}
     max_actions = 1
 
@@ -111,7 +107,13 @@ class Bandit:
         return self.render(), reward, True, False, info
 
     def render(self):
-        text = f"There are two arms, named {self.actions[0]} and {self.actions[1]}."
+        a, b = self.actions
+        text = ("You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull. "
+                f"\nGame Rules: \n1. There are 2 arms, named {a} and {b}\n2. Each arm has its own reward "
+                "distribution, related to their names. \n3. Analyze the symbolic meaning of each arm's name to "
+                "guess how their reward distribution might behave.\n4. Based on the symbolic meaning of their "
+                "names, which arm do you think is more likely to give higher rewards on average? Choose between "
+                f"{a} and {b}, and output like <answer> {a} </answer> or <answer> {b} </answer>.\n")
         if self.pulled is not None:
             text += f"\nYou pulled {self.pulled[0]} and received {self.pulled[1]} points."
         return text
@@ -271,9 +273,9 @@ class Sokoban:
     instruction = ("You are solving the Sokoban puzzle. You are the player and you need to push all "
                    "boxes to targets. When you are right next to a box, you can push it by moving in "
                    "the same direction. You cannot push a box through a wall, and you cannot pull a "
-                   "box.")
-    symbols = {"#": "wall", "_": "empty floor", "O": "target", "X": "box", "√": "box on target",
-               "P": "player", "S": "player on target"}
+                   "box. The answer should be a sequence of actions, like <answer>Right || Right || Up</answer>")
+    symbols = {"#": "wall", "_": "empty", "O": "target", "√": "box on target", "X": "box", "P": "player",
+               "S": "player on target"}
 
     def __init__(self, dim_room=6, num_boxes=1, max_actions=10, search_depth=30):
         self.dim_room = (dim_room, dim_room) if isinstance(dim_room, int) else tuple(dim_room)
@@ -331,11 +333,11 @@ class Sokoban:
 # answer can succeed or fail, so the agent must re-plan from each new observation.
 
 class FrozenLake:
-    instruction = ("You are solving the FrozenLake puzzle. Go to the goal without falling into a "
-                   "hole. The ice is slippery: you may move in a direction perpendicular to the one "
-                   "you chose.")
-    symbols = {"P": "player", "_": "frozen ice", "O": "hole", "G": "goal", "X": "player in a hole",
-               "√": "player on the goal"}
+    instruction = ("You are solving the FrozenLake puzzle. Forbid the whole and go to the target. You may "
+                   "move to the unintended direction due to the slippery ice. Example answer format: <think>To "
+                   "forbid the hole and go to the target, I should go left then go up.</think><answer>Left || "
+                   "Up</answer>")
+    symbols = {"P": "player", "_": "empty", "O": "hole", "G": "goal", "X": "player in hole", "√": "player on goal"}
     _MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 
     def __init__(self, size=4, p_frozen=0.8, is_slippery=True, max_actions=10):

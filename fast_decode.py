@@ -38,35 +38,35 @@ AttentionInterface.register("decode_gqa", decode_attention)
 AttentionMaskInterface.register("decode_gqa", sdpa_mask)  # same boolean padding mask as SDPA
 
 
-STATIC_DECODERS = {}  # (model, batch size) -> (StaticCache, compiled decoding step), built once
+STATIC_DECODERS = {}  # (model, batch size, cache length) -> (StaticCache, compiled decoding step), built once
 
 
-def decoding_step(model, cache, token, position, cache_position, attention_mask, temperature, eos_id, allow_eos):
+def decoding_step(model, cache, token, position, cache_position, attention_mask, temperature, stop_ids, allow_eos):
     """One token for every row: forward one position through the KV cache, then sample; all on the GPU."""
     logits = model(input_ids=token, position_ids=position, attention_mask=attention_mask, past_key_values=cache,
                    cache_position=cache_position, use_cache=True).logits[:, -1].float()  # (B, V)
-    return sample(logits, temperature, eos_id, allow_eos)
+    return sample(logits, temperature, stop_ids, allow_eos)
 
 
-def sample(logits, temperature, eos_id, allow_eos):
+def sample(logits, temperature, stop_ids, allow_eos):
     """Exactly softmax(logits / T) by the exponential race: argmax of p / E with E ~ Exp(1), which needs
-    no host synchronisation (torch.multinomial would). T = 0 is greedy. The end-of-turn token is barred
-    while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
-    logits[:, eos_id] = torch.where(allow_eos, logits[:, eos_id], float("-inf"))
+    no host synchronisation (torch.multinomial would). T = 0 is greedy. The stop tokens (a (S,) tensor
+    of ids) are barred while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
+    logits[:, stop_ids] = torch.where(allow_eos, logits[:, stop_ids], float("-inf"))
     if temperature == 0:
         return logits.argmax(-1)
     return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
 
 
 @torch.no_grad()
-def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, pad_id):
+def static_generate(model, input_ids, attention_mask, cfg, temperature, stop_ids, pad_id):
     """What `generate` does, for rollout.cache=static: a KV cache of fixed shape, allocated once and reset
     each turn, and one decoding step that torch.compile captures as a CUDA graph (one launch per token
     instead of hundreds). Its shapes never change (the prompt's width only matters to the eager prefill),
-    so it compiles once per batch size; there is no host
+    so it compiles once per batch size and context length; there is no host
     synchronisation inside the loop but one finished-check every 32 tokens. -> (B, max_new_tokens)"""
     B, W = input_ids.shape
-    key = (id(model), B)
+    key = (id(model), B, cfg.rollout.max_context)
     if key not in STATIC_DECODERS:
         model.set_attn_implementation("decode_gqa")
         cache = StaticCache(config=model.config, max_cache_len=cfg.rollout.max_context)
@@ -83,19 +83,20 @@ def static_generate(model, input_ids, attention_mask, cfg, temperature, eos_id, 
                    past_key_values=cache, cache_position=torch.arange(W, device=input_ids.device),
                    logits_to_keep=1).logits[:, -1].float()  # prefill, eager: (B, V)
     allow_eos = torch.tensor(cfg.rollout.min_new_tokens == 0, device=input_ids.device)
-    token = sample(logits, temperature, eos_id, allow_eos)
+    stop_ids = torch.tensor(stop_ids, device=input_ids.device)  # (S,)
+    token = sample(logits, temperature, stop_ids, allow_eos)
     out = torch.full((B, cfg.rollout.max_new_tokens), pad_id, dtype=torch.long, device=input_ids.device)
     cache_positions = torch.arange(W, W + cfg.rollout.max_new_tokens, device=input_ids.device)  # no per-step copy
     finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     for t in range(cfg.rollout.max_new_tokens):
         token = torch.where(finished, pad_id, token)  # rows that already stopped emit padding
         out[:, t] = token
-        finished |= token == eos_id
+        finished |= torch.isin(token, stop_ids)
         if t == cfg.rollout.max_new_tokens - 1 or (t % 32 == 31 and bool(finished.all())):
             break
         mask[:, W + t] = 1
         position += 1
         allow_eos.fill_(t + 1 >= cfg.rollout.min_new_tokens)
         token = step(token[:, None].clone(), position.clone(), cache_positions[t:t + 1], mask, temperature,
-                     eos_id, allow_eos)
+                     stop_ids, allow_eos)
     return out

@@ -22,22 +22,21 @@ import os
 import random
 import resource
 import shutil
-import socket
 import time
 import warnings
-from urllib.parse import urlparse
 
 import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 import plots
 import starpo
 import tiny
 from config import ConfigError, load_config, namespace
-from rollout import env_corpus, llm_policy, random_policy, rollout
+from models import load_models
+from rollout import chat_format, llm_policy, random_policy, rollout
 
 
 # ======================================================================================================
@@ -55,47 +54,21 @@ class Critic(torch.nn.Module):
         torch.nn.init.zeros_(self.value_head.bias)
 
 
-def hub_reachable(timeout=5.0):
-    """One TCP connect to the hub; transformers itself retries for ~50 s before giving up offline."""
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def load_models(cfg, device, checkpoint=None):
-    """Returns (tokenizer, actor), from `checkpoint` when resuming. The critic and the reference are
-    built after the format warm-up."""
-    name = checkpoint or cfg.model.name
-    if name in tiny.IN_PROCESS_MODELS:
-        tokenizer = tiny.build_tokenizer(env_corpus(cfg), cfg.model.tokenizer_vocab)
-        actor = AutoModelForCausalLM.from_config(tiny.model_config(name, len(tokenizer)))
-    else:
-        local = os.path.isdir(name)
-        try:
-            if not local and not hub_reachable():  # the weights may still sit in the local HF cache
-                kwargs = dict(local_files_only=True)
-            else:
-                kwargs = {}
-            tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
-            actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
-        except (OSError, ValueError) as error:
-            raise SystemExit(
-                f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n"
-                "  - offline? download it elsewhere (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct --local-dir "
-                "DIR), copy DIR here and pass model.name=DIR\n"
-                "  - or train the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
-    return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
-
-
 def build_critic(cfg, actor, device):
     if not cfg.model.critic or cfg.algo.estimator != "gae":
         return None
     # The paper's critic starts from the same base model as the actor: copy the actor's transformer (no
     # second download; when resuming, the critic's own weights are loaded over it).
     return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
+
+
+def copy_weights(actor, sampler):
+    """Bring the bf16 sampler up to date with the trained actor, in place: the compiled decoder keeps
+    pointing at the same buffers. Nothing to do where the actor samples itself (the CPU)."""
+    if sampler is not actor:
+        with torch.no_grad():
+            for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
+                sampled_param.copy_(param)
 
 
 def bf16_sampler(actor):
@@ -326,29 +299,48 @@ def rollout_metrics(trajectories, prefix):
             f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()]))}
 
 
+def report_zero_signal(metrics, since):
+    """Say it once when a stretch of iterations begins in which no group's rewards differ: then every
+    advantage is the critic's noise, or zero under GRPO, and the policy learns nothing. Returns the
+    iteration the current stretch began at (None while there is signal)."""
+    iteration = metrics["iteration"]
+    if metrics["rollout/zero_signal"] and since is None:
+        tqdm.write(f"iteration {iteration}: within every group all rewards are equal (valid-answer fraction "
+                   f"{metrics['rollout/valid_action_frac']:.2f}): nothing to learn from. If the model never answers "
+                   "in the format, give it a format warm-up (warmup.steps).")
+        return iteration
+    if not metrics["rollout/zero_signal"] and since is not None:
+        stretch = iteration - since
+        tqdm.write(f"iteration {iteration}: rewards differ within groups again, after {stretch} "
+                   f"iteration{'s' * (stretch != 1)} without a learning signal")
+        return None
+    return since
+
+
 def group_reward_std(scores, group_ids):
     """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
     return float(starpo.group_stats(scores, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
-def evaluate(model, tokenizer, cfg, iteration, run_dir):
+def evaluate(model, chat, cfg, title, run_dir):
     """One rollout per fixed evaluation seed, in chunks of the training batch: no more memory than a
-    training rollout, and the static decoder's cache of that batch size is reused."""
+    training rollout, and the static decoder's cache of that batch size is reused. `title` heads the
+    samples written to samples.md ("Evaluation at iteration 10")."""
     seeds = list(range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds))
     chunk = cfg.rollout.groups * cfg.rollout.group_size
     trajectories = []
     for start in range(0, len(seeds), chunk):
         part = seeds[start:start + chunk]
-        trajectories += rollout(llm_policy(model, tokenizer, cfg, cfg.eval.temperature, batch_size=chunk),
-                                tokenizer, cfg, part, part)
+        trajectories += rollout(llm_policy(model, chat, cfg, cfg.eval.temperature, batch_size=chunk),
+                                chat, cfg, part, part)
     with open(os.path.join(run_dir, "samples.md"), "a") as f:  # read these to see the echo trap happen
-        f.write(f"\n# Evaluation at iteration {iteration}\n")
+        f.write(f"\n# {title}\n")
         for t in trajectories[:cfg.eval.samples]:
             f.write(f"\n## seed {t['seed']}: reward {t['reward']:g}, success {t['success']}\n")
             for k, turn in enumerate(t["turns"], 1):
                 f.write(f"- turn {k}: think {turn['think'][:200]!r} -> actions {turn['actions']} "
                         f"(format ok: {turn['format_ok']}), reward {turn['reward']:g}\n")
-            f.write(f"\n```\n{tokenizer.decode(t['ids'])}\n```\n")
+            f.write(f"\n```\n{chat.tokenizer.decode(t['ids'])}\n```\n")
     metrics = rollout_metrics(trajectories, "eval")
     return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
 
@@ -374,10 +366,12 @@ def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def format_warmup(actor, tokenizer, cfg, device):
-    """Supervised warm-up for in-process models, whose random weights cannot follow the answer format.
-    It imitates transcripts whose actions are uniformly random: it teaches the format, not the game,
-    so RL starts at random-policy skill (compare eval/success at iteration 0 with baselines.py).
+def format_warmup(actor, chat, cfg, device):
+    """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
+    models that cannot follow it yet: the in-process models' random weights, and small pretrained models
+    that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
+    random: it teaches the format, not the game, so RL starts at random-policy skill (compare eval/success
+    at iteration 0 with baselines.py).
 
     With warmup.env_text it also learns to predict the environment's replies (the reward, the next
     grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
@@ -388,8 +382,7 @@ def format_warmup(actor, tokenizer, cfg, device):
     total = torch.tensor(float("nan"))
     for _ in tqdm(range(cfg.warmup.steps), desc="format warm-up", leave=False):
         seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(cfg.warmup.batch_size)]
-        batch = collate(rollout(random_policy(tokenizer, cfg, rng), tokenizer, cfg, seeds, seeds),
-                        tokenizer.pad_token_id, device)
+        batch = collate(rollout(random_policy(chat, cfg, rng), chat, cfg, seeds, seeds), chat.pad_id, device)
         if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
             batch["response_mask"] = batch["response_mask"].cummax(dim=1).values * batch["attention_mask"][:, 1:]
         num_tokens = batch["response_mask"].sum()
@@ -422,22 +415,26 @@ def train(cfg_dict, resume_dir=None, bench=False):
     checkpoint = os.path.join(run_dir, "checkpoint")
 
     # --- models -------------------------------------------------------------------------------------
-    if resume_dir:
-        tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor"))
-    else:
-        tokenizer, actor = load_models(cfg, device)
-        if cfg.warmup.steps > 0:
-            warmup_start = time.time()
-            warmup_loss = format_warmup(actor, tokenizer, cfg, device)
-            tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {time.time() - warmup_start:.0f} s, "
-                       f"final loss {warmup_loss:.3f}")
+    tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor") if resume_dir else None)
+    chat = chat_format(tokenizer, actor.generation_config)  # end-of-turn and stop ids, from the model's own template
+    sampler = bf16_sampler(actor) if device.type == "cuda" else actor  # the CPU samples with the actor
+    first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
+    if not resume_dir and cfg.warmup.steps > 0:
+        if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
+            before = evaluate(sampler, chat, cfg, "Evaluation before the format warm-up", run_dir)
+            first_metrics.update({key.replace("eval/", "pre_warmup/"): value for key, value in before.items()})
+        warmup_start = time.time()
+        first_metrics["warmup/loss"] = format_warmup(actor, chat, cfg, device)
+        first_metrics["perf/warmup_s"] = time.time() - warmup_start
+        copy_weights(actor, sampler)
+        tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {first_metrics['perf/warmup_s']:.0f} s, "
+                   f"final loss {first_metrics['warmup/loss']:.3f}")
     critic = build_critic(cfg, actor, device)
     reference = None
     if cfg.algo.kl_coef > 0:  # frozen copy of the starting policy, only when a KL term needs it
         reference = (AutoModelForCausalLM.from_pretrained(os.path.join(checkpoint, "reference"), dtype=torch.float32).to(device)
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
-    sampler = bf16_sampler(actor) if device.type == "cuda" else actor  # the CPU samples with the actor
-    if cfg.model.gradient_checkpointing:  # after the copy: the sampler never runs backward
+    if cfg.model.gradient_checkpointing:  # after the sampler's copy: the sampler never runs backward
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
@@ -472,9 +469,9 @@ def train(cfg_dict, resume_dir=None, bench=False):
             f.write(json.dumps(metrics) + "\n")
 
     P, N = cfg.rollout.groups, cfg.rollout.group_size
-    started = time.time()
+    started, zero_signal_since = time.time(), None
     if start == 1 and cfg.eval.every > 0:
-        write({"iteration": 0, **evaluate(sampler, tokenizer, cfg, 0, run_dir)})
+        write({**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0", run_dir)})
     progress = tqdm(range(start, cfg.train.iterations + 1), desc="train", initial=start - 1,
                     total=cfg.train.iterations, disable=bench)
     for iteration in progress:
@@ -490,8 +487,8 @@ def train(cfg_dict, resume_dir=None, bench=False):
 
         # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
         seeds = seed_rng.integers(0, cfg.eval.seed_offset, size=P)
-        policy = llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
-        trajectories = rollout(policy, tokenizer, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
+        policy = llm_policy(sampler, chat, cfg, cfg.rollout.temperature, batch_size=P * N)
+        trajectories = rollout(policy, chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
         metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout")}
         metrics["perf/rollout_s"] = lap()
         metrics["perf/generate_s"] = policy.generate_s
@@ -502,18 +499,17 @@ def train(cfg_dict, resume_dir=None, bench=False):
         kept = [t for t, k in zip(trajectories, keep.tolist()) if k]
         metrics["rollout/group_reward_std_all"] = group_reward_std(scores, group_ids)
         metrics["rollout/group_reward_std_kept"] = group_reward_std(scores[keep], group_ids[keep])
+        metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
+        zero_signal_since = report_zero_signal(metrics, zero_signal_since)
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
-        batch = collate(kept, tokenizer.pad_token_id, device)
+        batch = collate(kept, chat.pad_id, device)
         score_batch(batch, actor, critic, reference, cfg, device)
         metrics["perf/logprob_s"] = lap()
         # 4. ADVANTAGES: GAE over each whole conversation (PPO), or group-normalised scores (GRPO)
         metrics.update(compute_advantages(batch, cfg))
         # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
         metrics.update(update(batch, actor, critic, optimizers["actor"], optimizers.get("critic"), cfg, device, generator))
-        if sampler is not actor:  # the GPU samples from a bf16 copy: bring it up to date
-            with torch.no_grad():  # in place: the compiled decoder keeps pointing at the same buffers
-                for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
-                    sampled_param.copy_(param)
+        copy_weights(actor, sampler)
         metrics["perf/update_s"] = lap()
         metrics["perf/iteration_s"] = clock[-1] - clock[0]
         metrics["perf/gen_tokens_per_s"] = sum(t["response_tokens"] for t in trajectories) / metrics["perf/rollout_s"]
@@ -525,7 +521,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
         last = iteration == cfg.train.iterations or (cfg.train.time_limit_min > 0 and
                                                      time.time() - started > 60 * cfg.train.time_limit_min)
         if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last):
-            metrics.update(evaluate(sampler, tokenizer, cfg, iteration, run_dir))
+            metrics.update(evaluate(sampler, chat, cfg, f"Evaluation at iteration {iteration}", run_dir))
         write(metrics)
         if bench:
             print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)

@@ -5,17 +5,19 @@ Every live trajectory advances one turn per batched policy call: the model answe
 come back as the next user message. A trajectory is kept as the exact token ids the model saw and
 produced, with response_mask = 1 only on tokens the model sampled (REFERENCE.md §7.5-7.7).
 
-    trajectories = rollout(llm_policy(model, tokenizer, cfg, temperature), tokenizer, cfg, seeds, group_ids)
+    chat = chat_format(tokenizer, model.generation_config)
+    trajectories = rollout(llm_policy(model, chat, cfg, temperature), chat, cfg, seeds, group_ids)
 
-This file holds the prompts (first_prompt, turn_message), the policies that answer them (llm_policy: the
-LLM; random_policy: the format warm-up's teacher) and env_corpus, the same texts for training the
-in-process tokenizer. It is apart from ragen_mini.py because it is the part of the trainer that knows chat
-templates and environments: ragen_mini.py calls rollout() (training, evaluation, format warm-up) and from
-then on works on the trajectory dicts it returns (token ids, masks, rewards, per-turn records).
+This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
+model's template says about turns (ChatFormat), the policies that answer (llm_policy: the LLM;
+random_policy: the format warm-up's teacher) and env_corpus, the same texts for training the in-process
+tokenizer. ragen_mini.py calls rollout() (training, evaluation, format warm-up) and from then on works on
+the trajectory dicts it returns (token ids, masks, rewards, per-turn records).
 """
 import copy
 import random
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,15 +27,36 @@ from config import ConfigError, new_env
 from envs import make_env, parse_answer
 from fast_decode import static_generate
 
-SYSTEM_PROMPT = "You're a helpful assistant."
+# ======================================================================================================
+# The paper's prompts, word for word (REFERENCE.md §2): they are part of the experiment, like a
+# hyper-parameter, so even their typos ("Forbid the whole") stay.
+# ======================================================================================================
+SYSTEM_PROMPT = "You're a helpful assistant. "
 
 
-def first_user_message(env, cfg):
-    symbols = "".join(f"\n{symbol}: {meaning}" for symbol, meaning in env.symbols.items())
-    return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
-            + f"Valid actions: {', '.join(env.actions)}.\n"
-            + f"You can make up to {actions_per_turn(env, cfg)} actions per turn, "
-            + "separated by ' || '.\n")
+def first_user_message(env):
+    """The task, then (grid envs) the symbol legend and the actions; Bandit's task is its state text."""
+    if not env.symbols:
+        return env.instruction
+    legend = ", ".join(f"{symbol}: {meaning}" for symbol, meaning in env.symbols.items())
+    return (f"{env.instruction}\nThe meaning of each symbol in the state is:\n{legend}"
+            f"\nYour available actions are:\n{', '.join(env.actions)}"
+            f"\nYou can make up to {env.max_actions} actions, separated by the action separator \" || \"\n")
+
+
+def turn_message(turn, observation, actions_left, cfg):
+    """Appended to the user message of every turn (the first one and each reward message)."""
+    answer = "<think> [Your thoughts] </think> <answer> [your answer] </answer>" if cfg.rollout.think \
+        else "<answer> [your answer] </answer>"
+    return (f"\nTurn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. "
+            f"Always output: {answer} with no extra text. Strictly follow this format. "
+            f"Max response length: {cfg.rollout.stated_max_tokens} words (tokens).\n")
+
+
+def reward_message(env_reward):
+    """The user message after a turn: the env's reward of that turn as Python prints a float
+    (-0.30000000000000004 included), without the format penalty, which the model is never told."""
+    return f"Reward:\n{float(env_reward)}\n"
 
 
 def actions_per_turn(env, cfg):
@@ -46,31 +69,54 @@ def answer_prefix(cfg):
 
 def first_prompt(env, observation, tokenizer, cfg):
     """The text the model continues at turn 1: system and first user message in the chat template, then
-    the forced answer start ("<think>", or "<answer>" with rollout.think=false; REFERENCE.md §2)."""
-    first = first_user_message(env, cfg) + turn_message(1, observation, env.max_actions, cfg)
+    the forced answer start ("<think>", or "<answer>" with rollout.think=false)."""
+    first = first_user_message(env) + turn_message(1, observation, env.max_actions, cfg)
     return tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
                                          add_generation_prompt=True, tokenize=False) + answer_prefix(cfg)
 
 
-def turn_message(turn, observation, actions_left, cfg):
-    answer = "<think> [your thoughts] </think> <answer> [your answer] </answer>" if cfg.rollout.think \
-        else "<answer> [your answer] </answer>"
-    return (f"Turn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. "
-            f"Always output: {answer} with no extra text. Max response length: {cfg.rollout.max_new_tokens} tokens.")
+# ======================================================================================================
+# What the model's own chat template says about turns. Nothing is assumed from tokenizer.eos_token:
+# converted tokenizers get it wrong (SmolLM2's GGUF copy names <|im_start|>), and chat models end a turn
+# with a token of their template (<|im_end|>, <|eot_id|>) that may not be the "end of text" token.
+# ======================================================================================================
+@dataclass(frozen=True)
+class ChatFormat:
+    tokenizer: object        # the model's tokenizer (text <-> ids)
+    end_of_turn_id: int      # the template's token after an assistant reply: <|im_end|> (ChatML), <|eot_id|> (Llama 3)
+    stop_ids: tuple          # ids that end a reply: end_of_turn_id, then the generation config's eos ids
+    close_assistant: str     # template text from the end of a reply to the next user message's text
+    open_assistant: str      # template text from the end of a user message to the reply
+    pad_id: int              # the tokenizer's pad id, else end_of_turn_id (padding is always masked out)
 
 
-def chat_pieces(tokenizer):
-    """Read off the model's own chat template: the text that closes an assistant turn and opens the next
-    user turn, and the text that closes that user turn and opens the assistant's (ChatML: "<|im_end|>\\n
-    <|im_start|>user\\n" and "<|im_end|>\\n<|im_start|>assistant\\n")."""
+def chat_format(tokenizer, generation_config=None):
+    """Read the turn pieces off a two-turn conversation rendered by the template itself.
+
+    ChatML (Qwen, SmolLM2, the tiny model): close_assistant "<|im_end|>\\n<|im_start|>user\\n", open_assistant
+    "<|im_end|>\\n<|im_start|>assistant\\n", end of turn <|im_end|>. Llama 3: close_assistant
+    "<|eot_id|><|start_header_id|>user<|end_header_id|>\\n\\n", end of turn <|eot_id|>.
+    """
     text = tokenizer.apply_chat_template(
         [{"role": "system", "content": "S"}, {"role": "user", "content": "@U@"},
          {"role": "assistant", "content": "@A@"}, {"role": "user", "content": "@B@"}],
         add_generation_prompt=True, tokenize=False)
-    return text[text.index("@A@") + 3:text.index("@B@")], text[text.index("@B@") + 3:]
+    close_assistant, open_assistant = text[text.index("@A@") + 3:text.index("@B@")], text[text.index("@B@") + 3:]
+    first = tokenizer(close_assistant, add_special_tokens=False)["input_ids"][:1]
+    if not first or first[0] not in tokenizer.get_added_vocab().values():
+        raise ConfigError(f"the model's chat template closes an assistant turn with {close_assistant!r}, which "
+                          "does not start with a special token: ragen-mini needs an end-of-turn token to stop on")
+    eos = getattr(generation_config, "eos_token_id", None)
+    eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+    return ChatFormat(tokenizer=tokenizer, end_of_turn_id=first[0], stop_ids=tuple(dict.fromkeys([first[0], *eos])),
+                      close_assistant=close_assistant, open_assistant=open_assistant,
+                      pad_id=first[0] if tokenizer.pad_token_id is None else tokenizer.pad_token_id)
 
 
-def rollout(policy, tokenizer, cfg, seeds, group_ids):
+# ======================================================================================================
+# The rollout
+# ======================================================================================================
+def rollout(policy, chat, cfg, seeds, group_ids):
     """Play one trajectory per seed, all in lock-step, one `policy` call per turn.
 
     `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM's
@@ -82,10 +128,10 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
         ids : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>] [answer 2 ...]
         mask:  0 ...                        0  1 ...              1  0 ...                         0  1 ...
     """
-    prefix = answer_prefix(cfg)  # the forced start of every answer
-    close_assistant, open_assistant = chat_pieces(tokenizer)
-    # One tokenizer call per turn for the whole batch: a call per string was ~40% of the CPU time of
-    # a 1,024-trajectory rollout, which on the GPU is time the GPU waits.
+    tokenizer, prefix = chat.tokenizer, answer_prefix(cfg)  # the forced start of every answer
+    end_of_turn_text = tokenizer.decode([chat.end_of_turn_id])
+    # One tokenizer call per turn for the whole batch: a call per string costs a large share of the host
+    # time of a big rollout, time in which the GPU waits.
     encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
     trajectories, started_envs, prompts = [], {}, []
     for seed, group in zip(seeds, group_ids):
@@ -112,17 +158,17 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
         for t, response in zip(live, policy([t["ids"] for t in live])):
             answer = tokenizer.decode(response, skip_special_tokens=True)
             parsed = parse_answer(prefix + answer, t["env"].actions, per_turn, require_think=cfg.rollout.think)
-            turn_reward = 0.0 if parsed.format_ok else cfg.env.format_penalty
-            executed, ended = [], False
+            env_reward, executed, ended = 0.0, [], False
             for action in parsed.actions[:t["actions_left"]]:  # past the trajectory budget: dropped
                 _, reward, terminated, truncated, info = t["env"].step(action)
                 executed.append(action)
-                turn_reward += reward
+                env_reward += reward
                 t["num_effective"] += int(info["effective"])
                 t["success"] = info["success"]
                 if terminated or truncated:  # the episode ended mid-turn: the rest are skipped
                     ended = True
                     break
+            turn_reward = env_reward + (0.0 if parsed.format_ok else cfg.env.format_penalty)
             t["actions_left"] -= len(executed)
             t["num_actions"] += len(executed)
             t["reward"] += turn_reward
@@ -134,12 +180,15 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
             t["done"] = ended or turn == cfg.env.max_turns
             if t["done"]:
                 continue
-            # The env's reply becomes the next user message. A reply cut by max_new_tokens has no
-            # end-of-turn token yet: the template's closing text supplies it (not trained on).
-            stopped = len(response) > 0 and response[-1] == tokenizer.eos_token_id
-            closing = close_assistant[len(tokenizer.eos_token):] if stopped else close_assistant
-            replies.append((t, f"{closing}Reward:\n{turn_reward:g}\n"
-                               f"{turn_message(turn + 1, t['env'].render(), t['actions_left'], cfg)}{open_assistant}{prefix}"))
+            # The env's reply becomes the next user message, closed and opened by the template's own text.
+            # A reply that stopped on the template's end-of-turn token already holds that token; one cut by
+            # max_new_tokens (or stopped by another end id) gets the template's whole closing text.
+            closing = chat.close_assistant
+            if response and response[-1] == chat.end_of_turn_id:
+                closing = closing[len(end_of_turn_text):]
+            replies.append((t, closing + reward_message(env_reward)
+                            + turn_message(turn + 1, t["env"].render(), t["actions_left"], cfg)
+                            + chat.open_assistant + prefix))
         for t, think_ids in zip(live, encode(thinks)):
             t["think_tokens"] += len(think_ids)
         for (t, _), segment in zip(replies, encode([text for _, text in replies])):
@@ -155,8 +204,8 @@ def rollout(policy, tokenizer, cfg, seeds, group_ids):
 
 def left_pad(contexts, pad_id):
     """Token-id lists -> input_ids, attention_mask: (B, W) long tensors, left-padded so that every row's
-    next token is at column W. Filled in numpy: a torch.tensor per row took 100 ms against 21 ms for
-    1,024 rows of up to 1,054 tokens (bench/tiny_rollout_time.py on the H200's host), once per turn.
+    next token is at column W. Filled in numpy: a torch.tensor per row is several times slower, once per
+    turn for every context of the batch.
 
         left_pad([[5, 6, 7], [8]], pad_id=0) -> [[5, 6, 7], [0, 0, 8]], mask [[1, 1, 1], [0, 0, 1]]
     """
@@ -169,7 +218,15 @@ def left_pad(contexts, pad_id):
     return torch.from_numpy(input_ids), torch.from_numpy(attention_mask.astype(np.int64))
 
 
-def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
+def cut_at_stop(row, stop_ids):
+    """A sampled row up to and including its first stop token (kept: the model learns to stop)."""
+    for i, token in enumerate(row):
+        if token in stop_ids:
+            return row[:i + 1]
+    return row
+
+
+def llm_policy(model, chat, cfg, temperature, batch_size=None):
     """The LLM as a policy: left-pad the contexts and sample one turn for all of them in one call, to
     transformers' `generate` (rollout.cache=dynamic) or to fast_decode.static_generate (static)."""
     static = cfg.rollout.cache == "static"
@@ -182,10 +239,9 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
         rows = len(contexts)
         if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
             contexts = contexts + [contexts[0]] * (batch_size - rows)
-        input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, tokenizer.pad_token_id))
+        input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
         if static:
-            new_tokens = static_generate(model, input_ids, attention_mask, cfg, temperature,
-                                         tokenizer.eos_token_id, tokenizer.pad_token_id)
+            new_tokens = static_generate(model, input_ids, attention_mask, cfg, temperature, chat.stop_ids, chat.pad_id)
         else:
             sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
                 else dict(do_sample=False)
@@ -193,12 +249,10 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
             # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
             new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                         max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
-                                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                                        eos_token_id=list(chat.stop_ids), pad_token_id=chat.pad_id,
                                         repetition_penalty=1.0, **sampling)[:, input_ids.shape[1]:]
-        responses = []
-        for row in new_tokens[:rows].tolist():  # one host transfer per turn
-            # Cut after the FIRST end-of-turn token; it stays in the response so the model learns to stop.
-            responses.append(row[:row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row)
+        stop_ids = set(chat.stop_ids)
+        responses = [cut_at_stop(row, stop_ids) for row in new_tokens[:rows].tolist()]  # one host transfer per turn
         model.train(was_training)
         policy.generate_s += time.perf_counter() - started
         return responses
@@ -207,8 +261,9 @@ def llm_policy(model, tokenizer, cfg, temperature, batch_size=None):
     return policy
 
 
-def random_policy(tokenizer, cfg, rng):
-    """Scripted answers with uniformly random actions (the format warm-up's teacher)."""
+def random_policy(chat, cfg, rng):
+    """Scripted answers with uniformly random actions, closed by the end-of-turn token (the format
+    warm-up's teacher: it shows the answer format, never which action is good)."""
     prefix_close = "</think><answer>" if cfg.rollout.think else ""
     env = new_env(cfg)  # only for its action names and budget
     per_turn = actions_per_turn(env, cfg)
@@ -216,7 +271,7 @@ def random_policy(tokenizer, cfg, rng):
     def policy(contexts):
         answers = [f"{prefix_close}{' || '.join(random_turn_actions(rng, env.actions, per_turn))}</answer>"
                    for _ in contexts]
-        return [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
+        return [chat.tokenizer(a, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id] for a in answers]
 
     return policy
 
@@ -229,16 +284,16 @@ def env_corpus(cfg, num_seeds=64):
         for seed in range(num_seeds):
             env = make_env(name)
             observation, _ = env.reset(seed)
-            corpus.append(SYSTEM_PROMPT + first_user_message(env, cfg)
-                          + turn_message(1, observation, env.max_actions, cfg))
+            corpus.append(SYSTEM_PROMPT + first_user_message(env) + turn_message(1, observation, env.max_actions, cfg))
             for turn in range(2, 4):
-                actions = random_turn_actions(rng, env.actions, 3)
+                actions, total = random_turn_actions(rng, env.actions, 3), 0.0
                 corpus.append(f"</think><answer>{' || '.join(actions)}</answer>")
                 for action in actions:
                     observation, reward, terminated, truncated, _ = env.step(action)
+                    total += reward
                     if terminated or truncated:
                         break
-                corpus.append(f"Reward:\n{reward:g}\n" + turn_message(turn, observation, 5, cfg))
+                corpus.append(reward_message(total) + turn_message(turn, observation, 5, cfg))
                 if terminated or truncated:
                     break
     return corpus

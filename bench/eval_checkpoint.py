@@ -16,6 +16,7 @@ import torch
 
 sys.path.insert(0, ".")
 import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
 run_dir, overrides = sys.argv[1], sys.argv[2:]
@@ -28,6 +29,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), ["run_dir=", "rollout.cache=dynamic", *overrides]))
 torch.manual_seed(cfg.seed)
 tokenizer, actor = ragen_mini.load_models(cfg, device, actor_dir)
+chat = rollout.chat_format(tokenizer, actor.generation_config)
 with tempfile.TemporaryDirectory() as scratch:  # evaluate() appends sample transcripts there
-    metrics = ragen_mini.evaluate(actor.eval(), tokenizer, cfg, 0, scratch)
+    metrics = ragen_mini.evaluate(actor.eval(), chat, cfg, "Evaluation", scratch)
 print(json.dumps({"actor": actor_dir, "num_seeds": cfg.eval.num_seeds, **metrics}))

@@ -18,16 +18,17 @@ overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "ro
 cfg = namespace(load_config("config.yaml", overrides))
 device = torch.device("cuda")
 tokenizer, actor = ragen_mini.load_models(cfg, device)
+chat = rollout.chat_format(tokenizer, actor.generation_config)
 sampler = ragen_mini.bf16_sampler(actor)  # as the trainer samples
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 for label in ("warm-up", "profiled"):
-    policy = rollout.llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
+    policy = rollout.llm_policy(sampler, chat, cfg, cfg.rollout.temperature, batch_size=P * N)
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
     start = time.perf_counter()
     if label == "profiled":
         profiler.start()
-    trajectories = rollout.rollout(policy, tokenizer, cfg, seeds, groups)
+    trajectories = rollout.rollout(policy, chat, cfg, seeds, groups)
     torch.cuda.synchronize()
     if label == "profiled":
         profiler.stop()

@@ -16,16 +16,17 @@ from config import load_config, namespace, new_env  # noqa: E402
 
 cfg = namespace(load_config("configs/tiny.yaml", ["env.name=sokoban", *sys.argv[1:]]))
 tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
+chat = rollout.chat_format(tokenizer)
 actions = new_env(cfg).actions
 answers = [tokenizer(f"</think><answer>{' || '.join(a)}</answer>", add_special_tokens=False)["input_ids"]
-           + [tokenizer.eos_token_id] for k in range(1, cfg.env.max_actions_per_turn + 1)
+           + [chat.end_of_turn_id] for k in range(1, cfg.env.max_actions_per_turn + 1)
            for a in itertools.product(actions, repeat=k)]
 rng = random.Random(0)
 seeds = [seed for seed in rng.sample(range(cfg.eval.seed_offset), 128) for _ in range(8)]
 times = []
 for _ in range(3):
     start = time.perf_counter()
-    trajectories = rollout.rollout(lambda contexts: [rng.choice(answers) for _ in contexts], tokenizer, cfg,
+    trajectories = rollout.rollout(lambda contexts: [rng.choice(answers) for _ in contexts], chat, cfg,
                                    seeds, seeds)
     times.append(time.perf_counter() - start)
 print(f"{cfg.env.name}: {len(seeds)} trajectories, host time per rollout {min(times):.2f} s (best of 3), "

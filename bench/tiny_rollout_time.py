@@ -30,6 +30,7 @@ cfg = namespace(load_config("configs/tiny.yaml", overrides))
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 tokenizer, actor = ragen_mini.load_models(cfg, device)
+chat = rollout.chat_format(tokenizer, actor.generation_config)
 start = time.perf_counter()
 warmup_loss = ragen_mini.format_warmup(actor, tokenizer, cfg, device)
 print(f"format warm-up: {cfg.warmup.steps} steps in {time.perf_counter() - start:.0f} s, final loss {warmup_loss:.3f}")
@@ -39,9 +40,9 @@ seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 
 
 def timed_rollout():
-    policy = rollout.llm_policy(sampler, tokenizer, cfg, cfg.rollout.temperature, batch_size=P * N)
+    policy = rollout.llm_policy(sampler, chat, cfg, cfg.rollout.temperature, batch_size=P * N)
     start = time.perf_counter()
-    trajectories = rollout.rollout(policy, tokenizer, cfg, seeds, groups)
+    trajectories = rollout.rollout(policy, chat, cfg, seeds, groups)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start, policy.generate_s, trajectories

