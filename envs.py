@@ -439,8 +439,28 @@ def make_env(name, **kwargs):
 # Parsing the model's reply (REFERENCE.md §2, as RAGEN's code does it).
 
 ParsedAnswer = namedtuple("ParsedAnswer", ["think", "actions", "format_ok"])
-_THINK_ANSWER = re.compile(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", re.DOTALL)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_SPACE_THEN_ANSWER = re.compile(r"\s*<answer>")
+
+
+def _first_pair(text, require_think):
+    r"""What re.search(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", text, re.DOTALL) finds (or the
+    `<answer>(.*?)</answer>` part alone), as (think, answer) or None, in one pass over the text. The
+    regular expression retries its lazy `.*?` from every `<think>`: quadratic on a reply such as
+    `<think>` x 16,000. Only the first `<think>` can start the match: a later one sees a subset of the
+    closing tags the first one sees."""
+    if not require_think:
+        start = text.find("<answer>")
+        end = text.find("</answer>", start + len("<answer>")) if start >= 0 else -1
+        return None if end < 0 else ("", text[start + len("<answer>"):end])
+    start = text.find("<think>")
+    close = text.find("</think>", start + len("<think>")) if start >= 0 else -1
+    while close >= 0:  # the first </think> followed by whitespace and <answer>
+        opened = _SPACE_THEN_ANSWER.match(text, close + len("</think>"))
+        if opened:
+            end = text.find("</answer>", opened.end())
+            return None if end < 0 else (text[start + len("<think>"):close], text[opened.end():end])
+        close = text.find("</think>", close + len("</think>"))
+    return None
 
 
 def parse_answer(text, valid_actions, max_actions, require_think=True):
@@ -458,11 +478,11 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
     - format_ok: a pair was found, at least one action was kept and every kept piece was valid.
       The tags themselves are case-sensitive, as in RAGEN.
     """
-    match = (_THINK_ANSWER if require_think else _ANSWER).search(text)
-    if match is None:
+    pair = _first_pair(text, require_think)
+    if pair is None:
         return ParsedAnswer("", [], False)
-    think = match.group(1).strip() if require_think else ""
-    pieces = [piece.strip() for piece in match.group(match.lastindex).split("||")]
+    think, answer = pair[0].strip(), pair[1]
+    pieces = [piece.strip() for piece in answer.split("||")]
     pieces = [piece for piece in pieces if piece][:max_actions]
     canonical = {action.lower(): action for action in valid_actions}
     actions = [canonical[piece.lower()] for piece in pieces if piece.lower() in canonical]
