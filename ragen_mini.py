@@ -17,6 +17,7 @@ the GPU fast path of the rollout, tiny.py the in-process model, plots.py the plo
 """
 import argparse
 import copy
+import itertools
 import json
 import os
 import random
@@ -345,6 +346,19 @@ def evaluate(model, chat, cfg, title, run_dir):
     return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
 
 
+def new_run_dir(env_name):
+    """runs/<env>-<date>-<time>, created here: a run started in the same second as another gets the first
+    free -2, -3, ... (mkdir fails on a folder that exists, so two processes never get the same one)."""
+    base = os.path.join("runs", f"{env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    for k in itertools.count(1):
+        path = base if k == 1 else f"{base}-{k}"
+        try:
+            os.makedirs(path)
+            return path
+        except FileExistsError:
+            continue
+
+
 def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
     """actor/ (from_pretrained-loadable, with the tokenizer), reference/, and state.pt with the rest."""
     tmp, old = path + ".tmp", path + ".old"
@@ -408,7 +422,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
-    run_dir = resume_dir or cfg.run_dir or os.path.join("runs", f"{cfg.env.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)

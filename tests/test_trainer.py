@@ -10,6 +10,7 @@ import math
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -919,6 +920,27 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
 # 8. Checkpoint and resume
 # ================================================================================================
 RESUME = ["env.name=sokoban", "algo.estimator=gae", "algo.kl_coef=0.001", "warmup.steps=1", "checkpoint.every=1"]
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    """Without run_dir, two runs started in the same second write to two folders (the clock is frozen);
+    from two processes at once too, each gets one folder of its own."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ragen_mini.time, "strftime", lambda fmt: "20261126-120000")
+    args = ["--config", TINY_YAML, *[o for o in SMALL if not o.startswith("run_dir")], *BANDIT, "train.iterations=1",
+            "eval.every=0"]
+    first, second = ragen_mini.main(args), ragen_mini.main(args)
+    assert (first, second) == (os.path.join("runs", "bandit-20261126-120000"), os.path.join("runs", "bandit-20261126-120000-2"))
+    for run_dir in (first, second):
+        assert [line["iteration"] for line in read_lines(tmp_path / run_dir)] == [1]
+    script = ("import sys, time; sys.path.insert(0, {root!r}); import ragen_mini; "
+              "ragen_mini.time.strftime = lambda fmt: 'same-second'; "
+              "time.sleep(max(0.0, {start} - time.time())); print(ragen_mini.new_run_dir('x'))")
+    start = time.time() + 3  # both processes make their folder at this moment, with the same clock reading
+    outs = [subprocess.Popen([sys.executable, "-c", script.format(root=str(ROOT), start=start)], cwd=tmp_path,
+                             stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    made = [out.communicate(timeout=120)[0].strip() for out in outs]
+    assert len(set(made)) == 2 and all((tmp_path / path).is_dir() for path in made)
 
 
 def test_zero_signal_is_reported_once_per_stretch_and_recorded(tmp_path, monkeypatch, capsys):
