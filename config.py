@@ -9,6 +9,7 @@ model is loaded.
 """
 import copy
 import difflib
+import math
 import os
 from types import SimpleNamespace
 
@@ -109,6 +110,10 @@ def check_config(cfg):
         (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
         (cfg["eval"]["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
         (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
+        (math.isfinite(a["grad_clip"]) and a["grad_clip"] > 0,
+         "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),
+        (all(math.isfinite(lr) and lr > 0 for lr in (a["actor_lr"], a["critic_lr"], cfg["warmup"]["lr"])),
+         "algo.actor_lr, algo.critic_lr and warmup.lr must be positive, finite numbers"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
          "env budgets must be >= 1"),
         (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),
@@ -116,16 +121,30 @@ def check_config(cfg):
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
-    try:  # the env's own keyword check (cheap: nothing is generated before reset)
-        new_env(namespace(cfg))
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"env.kwargs: {error}") from None
+    check_env(cfg)
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
     kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
     if a["mini_batch_size"] > kept:
         raise ConfigError(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
                           "iteration (groups x group_size x filter_ratio)")
+
+
+def check_env(cfg):
+    """Build the configured env, reset it and take every action once, as the first rollout would: keyword
+    values no env accepts (a 3x3 Sokoban room, a payout "abc") fail here, not after the model loads."""
+    kwargs = cfg["env"]["kwargs"]
+    try:
+        env = new_env(namespace(cfg))
+        env.reset(0)
+        for action in list(env.actions):
+            env.reset(0)
+            reward = env.step(action)[1]
+            if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+                raise ValueError(f"action {action!r} gives the reward {reward!r}, not a finite number")
+    except Exception as error:  # whatever the env raises, the user's fix is the same: other kwargs
+        raise ConfigError(f"env.kwargs={kwargs}: {cfg['env']['name']} cannot be played with these values "
+                          f"({type(error).__name__}: {error}); change or remove them") from None
 
 
 def namespace(tree):

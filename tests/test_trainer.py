@@ -201,6 +201,20 @@ def test_schema_holds_the_paper_setup():
     (["rollout.max_new_tokens=0"], "max_new_tokens"),
     # BUG: env.kwargs keys are not checked; make_env raises TypeError after the model is built.
     (["env.name=frozenlake", "env.kwargs={is_slipery: false}"], "is_slipery"),
+    # values that would train wrongly, and env values that break at the first reset or step
+    (["algo.grad_clip=-1"], "grad_clip"),
+    (["algo.grad_clip=0"], "grad_clip"),
+    (["algo.actor_lr=0"], "actor_lr"),
+    (["algo.actor_lr=-1e-6"], "actor_lr"),
+    (["algo.critic_lr=.inf"], "critic_lr"),
+    (["algo.actor_lr=.nan"], "actor_lr"),
+    (["warmup.lr=0"], "warmup.lr"),
+    (["env.kwargs={dim_room: 3}"], "dim_room"),
+    (["env.kwargs={num_boxes: 0}"], "num_boxes"),
+    (["env.kwargs={num_boxes: -1}"], "num_boxes"),
+    (["env.kwargs={dim_room: abc}"], "dim_room"),
+    (["env.name=frozenlake", "env.kwargs={size: 1}"], "size"),
+    ([*BANDIT, "env.kwargs={low_payout: abc}"], "low_payout"),
 ])
 def test_impossible_settings_fail_before_any_model_loads(monkeypatch, tmp_path, overrides, key):
     def no_model(*args, **kwargs):
