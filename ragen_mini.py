@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
+import transformers
 from transformers import AutoModelForCausalLM
 
 import plots
@@ -346,6 +347,23 @@ def evaluate(model, chat, cfg, title, run_dir):
     return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
 
 
+def run_summary(run_dir, seconds):
+    """What a finished run did, in a few lines: evaluations, time, where its files are."""
+    rows = plots.read_metrics(run_dir)
+    evals = [(row["iteration"], row["eval/success"]) for row in rows if "eval/success" in row]
+    lines = [f"done: {rows[-1]['iteration'] if rows else 0} iterations in {seconds / 60:.1f} min of training"]
+    if evals:
+        best = max(evals, key=lambda e: e[1])
+        lines.append(f"eval success: {evals[0][1]:.3f} at iteration {evals[0][0]}, {evals[-1][1]:.3f} at the end "
+                     f"(iteration {evals[-1][0]}), best {best[1]:.3f} (iteration {best[0]})")
+    lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")
+    state = os.path.join(run_dir, "checkpoint", "state.pt")
+    if os.path.exists(state):
+        lines.append(f"checkpoint: {os.path.dirname(state)} (iteration {torch.load(state, weights_only=False)['iteration']}); "
+                     f"continue with: python ragen_mini.py --resume {run_dir} train.iterations=N")
+    return "\n".join(lines)
+
+
 def new_run_dir(env_name):
     """runs/<env>-<date>-<time>, created here: a run started in the same second as another gets the first
     free -2, -3, ... (mkdir fails on a folder that exists, so two processes never get the same one)."""
@@ -483,7 +501,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
             f.write(json.dumps(metrics) + "\n")
 
     P, N = cfg.rollout.groups, cfg.rollout.group_size
-    started, zero_signal_since = time.time(), None
+    started, zero_signal_since, last_eval = time.time(), None, None
     if start == 1 and cfg.eval.every > 0:
         write({**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0", run_dir)})
     progress = tqdm(range(start, cfg.train.iterations + 1), desc="train", initial=start - 1,
@@ -543,10 +561,15 @@ def train(cfg_dict, resume_dir=None, bench=False):
             plots.plot_run(run_dir)
         if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last):
             save_checkpoint(checkpoint, iteration, models, optimizers, seed_rng, generator)
-        progress.set_postfix(success=f"{metrics['rollout/success']:.2f}", reward=f"{metrics['rollout/reward_mean']:.2f}",
+        last_eval = metrics.get("eval/success", last_eval)
+        progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}",
+                             eval_success="-" if last_eval is None else f"{last_eval:.2f}",
                              entropy=f"{metrics['train/entropy']:.2f}")
-        if last:
+        if last and iteration < cfg.train.iterations:  # stopped by the time limit (the bar ends by itself otherwise)
             break
+    progress.close()
+    if not bench:
+        print(run_summary(run_dir, time.time() - started))
     return run_dir
 
 
@@ -560,6 +583,7 @@ def main(argv=None):
     parser.add_argument("--bench-tokens", type=int, default=128, help="new tokens per turn in --bench")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. env.name=frozenlake")
     args = parser.parse_args(argv)
+    transformers.utils.logging.disable_progress_bar()  # its loading and saving bars would break into ours
     overrides = list(args.overrides)
     if args.bench:
         if not any(o.startswith("model.name=") for o in overrides):

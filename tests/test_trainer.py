@@ -957,6 +957,23 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     assert len(set(made)) == 2 and all((tmp_path / path).is_dir() for path in made)
 
 
+def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
+    """The bar reaches its total and shows the latest evaluation beside the rollout's success; the run
+    ends by printing its evaluations (first, last, best, read back here from metrics.jsonl), the run
+    folder and the checkpoint with the command that continues it."""
+    run_dir = run_main(tmp_path, *BANDIT, "train.iterations=3", "eval.every=2", "checkpoint.every=2")
+    evals = [(line["iteration"], line["eval/success"]) for line in read_lines(run_dir) if "eval/success" in line]
+    assert [i for i, _ in evals] == [0, 2, 3]
+    best = max(evals, key=lambda e: e[1])
+    out, err = capsys.readouterr()
+    assert (f"eval success: {evals[0][1]:.3f} at iteration 0, {evals[-1][1]:.3f} at the end (iteration 3), "
+            f"best {best[1]:.3f} (iteration {best[0]})") in out
+    assert f"run folder: {run_dir}" in out and f"--resume {run_dir}" in out and "(iteration 3)" in out
+    bar = err.replace("\r", "\n").splitlines()
+    assert any("3/3" in line and f"eval_success={evals[-1][1]:.2f}" in line for line in bar)
+    assert not any("Writing model shards" in line for line in bar)  # transformers' own bars stay out
+
+
 def test_zero_signal_is_reported_once_per_stretch_and_recorded(tmp_path, monkeypatch, capsys):
     """A random-init model never answers in the format: every reward is the format penalty, no group's
     rewards differ, and there is nothing to learn from. The run says so once per such stretch (with the
