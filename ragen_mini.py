@@ -349,7 +349,7 @@ def evaluate(model, chat, cfg, title, run_dir):
 
 def run_summary(run_dir, seconds):
     """What a finished run did, in a few lines: evaluations, time, where its files are."""
-    rows = plots.read_metrics(run_dir)
+    rows = plots.read_metrics(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) else []
     evals = [(row["iteration"], row["eval/success"]) for row in rows if "eval/success" in row]
     lines = [f"done: {rows[-1]['iteration'] if rows else 0} iterations in {seconds / 60:.1f} min of training"]
     if evals:
