@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import time
@@ -331,10 +332,13 @@ def evaluate(model, chat, cfg, title, run_dir):
     seeds = list(range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds))
     chunk = cfg.rollout.groups * cfg.rollout.group_size
     trajectories = []
-    for start in range(0, len(seeds), chunk):
-        part = seeds[start:start + chunk]
-        trajectories += rollout(llm_policy(model, chat, cfg, cfg.eval.temperature, batch_size=chunk),
-                                chat, cfg, part, part)
+    # Sample from a copy of the random state: an evaluation added or left out (the last iteration of a run
+    # that is later extended) never shifts the training's random stream, so resuming equals not stopping.
+    with torch.random.fork_rng():
+        for start in range(0, len(seeds), chunk):
+            part = seeds[start:start + chunk]
+            trajectories += rollout(llm_policy(model, chat, cfg, cfg.eval.temperature, batch_size=chunk),
+                                    chat, cfg, part, part)
     with open(os.path.join(run_dir, "samples.md"), "a") as f:  # read these to see the echo trap happen
         f.write(f"\n# {title}\n")
         for t in trajectories[:cfg.eval.samples]:
@@ -345,6 +349,22 @@ def evaluate(model, chat, cfg, title, run_dir):
             f.write(f"\n```\n{chat.tokenizer.decode(t['ids'])}\n```\n")
     metrics = rollout_metrics(trajectories, "eval")
     return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
+
+
+def drop_after_checkpoint(run_dir, iteration):
+    """On resume: forget the metrics lines and samples.md evaluations written after the checkpoint, which
+    the resumed run writes again."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        kept_lines = [line for line in f if json.loads(line)["iteration"] <= iteration]
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.writelines(kept_lines)
+    samples = os.path.join(run_dir, "samples.md")
+    if os.path.exists(samples):
+        with open(samples) as f:
+            sections = re.split(r"(?=\n# Evaluation )", f.read())  # "\n# Evaluation at iteration 10\n" ...
+        later = [re.match(r"\n# Evaluation at iteration (\d+)\n", section) for section in sections]
+        with open(samples, "w") as f:
+            f.writelines(section for section, match in zip(sections, later) if not match or int(match[1]) <= iteration)
 
 
 def run_summary(run_dir, seconds):
@@ -488,10 +508,7 @@ def train(cfg_dict, resume_dir=None, bench=False):
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         generator.set_state(state["rng"]["generator"])
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:  # drop lines written after the checkpoint
-            kept_lines = [line for line in f if json.loads(line)["iteration"] <= state["iteration"]]
-        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-            f.writelines(kept_lines)
+        drop_after_checkpoint(run_dir, state["iteration"])
     elif os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
         os.remove(os.path.join(run_dir, "metrics.jsonl"))
     models = dict(actor=actor, tokenizer=tokenizer, critic=critic, reference=reference)

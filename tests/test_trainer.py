@@ -1032,6 +1032,36 @@ def test_resume_gives_the_same_next_iteration(resume_runs):
         assert torch.allclose(value, state_b["critic"][name], atol=1e-6), name
 
 
+def test_extending_a_finished_run_equals_not_stopping(tmp_path):
+    """Run A: 4 iterations straight. Run B: 2 iterations (its last one evaluates, which A's iteration 2 does
+    not), then --resume to 4. Evaluations every 3 iterations, so they fall on different iterations in the
+    two runs; iterations 3 and 4 must still be the same, and samples.md holds each evaluation once."""
+    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=1", "eval.every=3"]
+    run_a = run_main(tmp_path, *common, "train.iterations=4", name="a")
+    run_b = run_main(tmp_path, *common, "train.iterations=2", name="b")
+    ragen_mini.main(["--resume", str(run_b), "train.iterations=4"])
+    lines_a, lines_b = read_lines(run_a), read_lines(run_b)
+    assert [line["iteration"] for line in lines_a] == [line["iteration"] for line in lines_b] == [0, 1, 2, 3, 4]
+    assert "eval/success" in lines_b[2] and "eval/success" not in lines_a[2]  # the evaluation A never made
+    for line_a, line_b in zip(lines_a[3:], lines_b[3:]):
+        same = {k: v for k, v in line_a.items() if not k.startswith("perf/")}
+        got = {k: v for k, v in line_b.items() if not k.startswith("perf/")}
+        assert got == pytest.approx(same, rel=1e-6, abs=1e-9), line_a["iteration"]
+    titles = [line for line in (run_b / "samples.md").read_text().splitlines() if line.startswith("# Evaluation")]
+    assert titles == [f"# Evaluation at iteration {i}" for i in (0, 2, 3, 4)]
+
+
+def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
+    """A run that crashed after its checkpoint at iteration 1 had written metrics and samples for 2 and 3."""
+    heads = ["Evaluation before the format warm-up"] + [f"Evaluation at iteration {i}" for i in range(4)]
+    (tmp_path / "samples.md").write_text("".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads))
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "x": i}) + "\n" for i in range(4)))
+    ragen_mini.drop_after_checkpoint(str(tmp_path), 1)
+    assert read_lines(tmp_path) == [{"iteration": 0, "x": 0}, {"iteration": 1, "x": 1}]
+    kept = (tmp_path / "samples.md").read_text()
+    assert kept == "".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads[:3])
+
+
 def test_checkpoint_loads_with_auto_classes(resume_runs):
     """checkpoint/actor is a working from_pretrained directory whose tokenizer is the one that trained."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
