@@ -519,6 +519,9 @@ def train(cfg_dict, resume_dir=None, bench=False):
 
     P, N = cfg.rollout.groups, cfg.rollout.group_size
     started, zero_signal_since, last_eval = time.time(), None, None
+    if start > cfg.train.iterations:
+        tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
+                   f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")
     if start == 1 and cfg.eval.every > 0:
         write({**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0", run_dir)})
     progress = tqdm(range(start, cfg.train.iterations + 1), desc="train", initial=start - 1,
@@ -600,6 +603,9 @@ def main(argv=None):
     parser.add_argument("--bench-tokens", type=int, default=128, help="new tokens per turn in --bench")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. env.name=frozenlake")
     args = parser.parse_args(argv)
+    if args.resume and args.config:
+        parser.error(f"--config {args.config} with --resume: a resumed run keeps its own {args.resume}/config.yaml; "
+                     "give changes as section.key=value overrides")
     transformers.utils.logging.disable_progress_bar()  # its loading and saving bars would break into ours
     overrides = list(args.overrides)
     if args.bench:

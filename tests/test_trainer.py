@@ -1062,6 +1062,20 @@ def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
     assert kept == "".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads[:3])
 
 
+def test_resume_says_what_it_will_not_do(resume_runs, capsys):
+    """--config beside --resume is refused (the run keeps its own config.yaml); resuming a run that already
+    has its iterations says so and how to go on, instead of doing nothing in silence."""
+    _, run_b = resume_runs
+    with pytest.raises(SystemExit) as refused:
+        ragen_mini.main(["--resume", str(run_b), "--config", TINY_YAML])
+    assert refused.value.code == 2 and "--config" in capsys.readouterr().err
+    before = (run_b / "metrics.jsonl").read_text()
+    ragen_mini.main(["--resume", str(run_b)])
+    out = capsys.readouterr().out
+    assert f"{run_b} already has its 2 iterations" in out and f"--resume {run_b} train.iterations=4" in out
+    assert (run_b / "metrics.jsonl").read_text() == before
+
+
 def test_checkpoint_loads_with_auto_classes(resume_runs):
     """checkpoint/actor is a working from_pretrained directory whose tokenizer is the one that trained."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
