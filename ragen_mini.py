@@ -24,6 +24,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import time
 import warnings
 
@@ -351,6 +352,26 @@ def evaluate(model, chat, cfg, title, run_dir):
     return {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
 
 
+class CtrlC:
+    """The first Ctrl-C lets the current iteration finish, saves a checkpoint and stops the run (resuming
+    then equals not stopping); a second one quits at once, as Python's own KeyboardInterrupt."""
+
+    def __init__(self):
+        self.pressed = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self.press)
+        return self
+
+    def press(self, signum, frame):
+        self.pressed = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        tqdm.write("Ctrl-C: the run stops after this iteration, with a checkpoint. Ctrl-C again quits at once.")
+
+    def __exit__(self, *exception):
+        signal.signal(signal.SIGINT, self.previous)
+
+
 def drop_after_checkpoint(run_dir, iteration):
     """On resume: forget the metrics lines and samples.md evaluations written after the checkpoint, which
     the resumed run writes again."""
@@ -380,7 +401,7 @@ def run_summary(run_dir, seconds):
     state = os.path.join(run_dir, "checkpoint", "state.pt")
     if os.path.exists(state):
         lines.append(f"checkpoint: {os.path.dirname(state)} (iteration {torch.load(state, weights_only=False)['iteration']}); "
-                     f"continue with: python ragen_mini.py --resume {run_dir} train.iterations=N")
+                     f"continue with: python ragen_mini.py --resume {run_dir} (train.iterations=N to go past the end)")
     return "\n".join(lines)
 
 
@@ -455,7 +476,7 @@ def format_warmup(actor, chat, cfg, device):
 # ======================================================================================================
 # The training loop: rollout -> filter -> score -> advantages -> update, and the bookkeeping around it.
 # ======================================================================================================
-def train(cfg_dict, resume_dir=None, bench=False):
+def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     cfg = namespace(cfg_dict)
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")
@@ -570,22 +591,23 @@ def train(cfg_dict, resume_dir=None, bench=False):
             metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
         metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if device.type == "cuda" else
                                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**30
-        last = iteration == cfg.train.iterations or (cfg.train.time_limit_min > 0 and
-                                                     time.time() - started > 60 * cfg.train.time_limit_min)
-        if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last):
+        interrupted = ctrl_c is not None and ctrl_c.pressed
+        last = iteration == cfg.train.iterations or interrupted or (
+            cfg.train.time_limit_min > 0 and time.time() - started > 60 * cfg.train.time_limit_min)
+        if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last) and not interrupted:
             metrics.update(evaluate(sampler, chat, cfg, f"Evaluation at iteration {iteration}", run_dir))
         write(metrics)
         if bench:
             print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
         elif iteration % 10 == 0 or last:  # a page of plots costs about a second: not every iteration
             plots.plot_run(run_dir)
-        if cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last):
+        if (cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last)) or interrupted:
             save_checkpoint(checkpoint, iteration, models, optimizers, seed_rng, generator)
         last_eval = metrics.get("eval/success", last_eval)
         progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}",
                              eval_success="-" if last_eval is None else f"{last_eval:.2f}",
                              entropy=f"{metrics['train/entropy']:.2f}")
-        if last and iteration < cfg.train.iterations:  # stopped by the time limit (the bar ends by itself otherwise)
+        if last and iteration < cfg.train.iterations:  # time limit or Ctrl-C (the bar ends by itself otherwise)
             break
     progress.close()
     if not bench:
@@ -619,7 +641,11 @@ def main(argv=None):
                              "checkpoint.every iterations, into RUN_DIR/checkpoint)")
         config_path = os.path.join(args.resume, "config.yaml") if args.resume else args.config
         cfg = load_config(config_path, overrides)
-        return train(cfg, resume_dir=args.resume, bench=bool(args.bench))
+        with CtrlC() as ctrl_c:
+            run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
+        if ctrl_c.pressed:
+            raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"; the summary says how to resume
+        return run_dir
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
     except torch.OutOfMemoryError:

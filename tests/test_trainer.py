@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -1074,6 +1075,47 @@ def test_resume_says_what_it_will_not_do(resume_runs, capsys):
     out = capsys.readouterr().out
     assert f"{run_b} already has its 2 iterations" in out and f"--resume {run_b} train.iterations=4" in out
     assert (run_b / "metrics.jsonl").read_text() == before
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during iteration 2 (a SIGINT sent by the rollout itself): iteration 2 finishes, a checkpoint
+    is saved though checkpoint.every is 0, the exit code is 130 and the summary gives the --resume command;
+    resuming to 3 gives the iteration 3 of a run never stopped. Two Ctrl-C quit at once."""
+    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=0", "eval.every=2",
+              "train.iterations=3"]
+    run_a = run_main(tmp_path, *common, name="a")
+    real_rollout, calls = ragen_mini.rollout, []
+
+    def rollout_pressing_ctrl_c(presses):
+        def wrapped(policy, chat, cfg, seeds, group_ids):
+            calls.append(len(seeds))
+            if calls.count(len(seeds)) == 2 and len(seeds) == 8:  # the second training rollout (P x N = 2 x 4)
+                for _ in range(presses):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.05)
+            return real_rollout(policy, chat, cfg, seeds, group_ids)
+        return wrapped
+
+    monkeypatch.setattr(ragen_mini, "rollout", rollout_pressing_ctrl_c(1))
+    with pytest.raises(SystemExit) as stopped:
+        run_main(tmp_path, *common, name="b")
+    assert stopped.value.code == 130
+    run_b = tmp_path / "b"
+    out = capsys.readouterr().out
+    assert "Ctrl-C: the run stops after this iteration" in out and f"--resume {run_b}" in out
+    assert torch.load(run_b / "checkpoint" / "state.pt", weights_only=False)["iteration"] == 2
+    monkeypatch.setattr(ragen_mini, "rollout", real_rollout)
+    ragen_mini.main(["--resume", str(run_b)])
+    lines_a, lines_b = read_lines(run_a), read_lines(run_b)
+    assert [line["iteration"] for line in lines_b] == [0, 1, 2, 3]
+    same = {k: v for k, v in lines_a[3].items() if not k.startswith("perf/")}
+    assert {k: v for k, v in lines_b[3].items() if not k.startswith("perf/")} == pytest.approx(same, rel=1e-6, abs=1e-9)
+
+    calls.clear()
+    monkeypatch.setattr(ragen_mini, "rollout", rollout_pressing_ctrl_c(2))
+    with pytest.raises(KeyboardInterrupt):
+        run_main(tmp_path, *common, name="c")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
 
 
 def test_checkpoint_loads_with_auto_classes(resume_runs):
