@@ -481,15 +481,16 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
+
+    # --- models -------------------------------------------------------------------------------------
+    tokenizer, actor = load_models(cfg, device, os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None)
+    chat = chat_format(tokenizer, actor.generation_config)  # end-of-turn and stop ids, from the model's own template
+    # The run folder is made once the model has loaded: a start that fails there leaves nothing behind.
     run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)
     checkpoint = os.path.join(run_dir, "checkpoint")
-
-    # --- models -------------------------------------------------------------------------------------
-    tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor") if resume_dir else None)
-    chat = chat_format(tokenizer, actor.generation_config)  # end-of-turn and stop ids, from the model's own template
     sampler = bf16_sampler(actor) if device.type == "cuda" else actor  # the CPU samples with the actor
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:

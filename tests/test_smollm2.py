@@ -141,6 +141,7 @@ def _config_error(tmp_path, monkeypatch, *overrides, hidden=()):
     assert time.perf_counter() - start < 10
     message = raised.value.code
     assert isinstance(message, str) and message.startswith("config error: ")
+    assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder behind
     return message
 
 

@@ -1190,6 +1190,7 @@ def test_unloadable_model_exits_with_advice(tmp_path, monkeypatch, name):
     message = exit_info.value.code
     assert isinstance(message, str) and name in message
     assert "model.name=" in message and "tiny" in message  # a local path, or the tiny preset
+    assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder behind
 
 
 # ================================================================================================
