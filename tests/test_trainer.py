@@ -1191,6 +1191,11 @@ def test_unloadable_model_exits_with_advice(tmp_path, monkeypatch, name):
     assert isinstance(message, str) and name in message
     assert "model.name=" in message and "tiny" in message  # a local path, or the tiny preset
     assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder behind
+    assert "hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR" in message  # advice that works offline
+    if name == "/nonexistent/models/qwen":
+        assert "no such folder" in message
+    if os.path.isdir(name):
+        assert "holds no model (no config.json)" in message
 
 
 # ================================================================================================
