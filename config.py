@@ -57,6 +57,12 @@ def _set_key(cfg, schema, dotted, value, source):
     node[key] = float(value) if isinstance(default, float) else value
 
 
+def _get(cfg, dotted):
+    for part in dotted.split("."):
+        cfg = cfg[part]
+    return cfg
+
+
 def _flat_keys(tree, prefix=""):
     for key, value in tree.items():
         if isinstance(value, dict) and key != "kwargs":
@@ -71,25 +77,52 @@ def load_config(path=None, overrides=()):
         schema = yaml.safe_load(f)
     cfg = copy.deepcopy(schema)
     if path:
-        try:
-            with open(path) as f:
-                user = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise ConfigError(f"cannot read config file {path}: {error}") from None
-        for key, value in user.items():
-            _set_key(cfg, schema, key, value, path)
+        for key, value in read_config_file(path).items():
+            _set_key(cfg, schema, str(key), value, path)
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}' must look like section.key=value")
-        key, text = item.split("=", 1)
-        _set_key(cfg, schema, key, yaml.safe_load(text) if text else "", "command line")
+        key, equals, text = item.partition("=")
+        if not equals or not key or key.startswith(".") or key.endswith("."):
+            raise ConfigError(f"override '{item}' must look like section.key=value. If it is part of the value "
+                              "before it, the shell split that value at a space: quote the whole override, "
+                              "e.g. 'env.kwargs={dim_room: 8, num_boxes: 2}'")
+        try:
+            value = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError as error:
+            raise ConfigError(f"command line: the value of '{key}' is not valid YAML ({text!r}: "
+                              f"{str(error).splitlines()[0]}). A value with spaces, brackets or braces must be "
+                              f"one shell word: quote the whole override, e.g. '{key}=...'") from None
+        _set_key(cfg, schema, key, value, "command line")
     check_config(cfg)
     return cfg
 
 
+def read_config_file(path):
+    """A YAML mapping of sections, like config.yaml; anything else stops here with the file named."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            user = yaml.safe_load(f)
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({error.reason} at byte {error.start}); "
+                          "save it as UTF-8") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(error).split())}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    if user is None:
+        return {}
+    if not isinstance(user, dict):
+        raise ConfigError(f"config file {path} must be a mapping of sections like config.yaml "
+                          f"(env:, rollout:, algo:, ...), not a {type(user).__name__}")
+    return user
+
+
 def check_config(cfg):
     """Impossible settings fail here, with the reason, before any model loads."""
-    r, a = cfg["rollout"], cfg["algo"]
+    r, a, e = cfg["rollout"], cfg["algo"], cfg["eval"]
+    for key in _flat_keys(cfg):  # NaN and inf pass every comparison below the wrong way, or crash later
+        value = _get(cfg, key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value}: give a finite number")
     rules = [
         (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
@@ -100,7 +133,8 @@ def check_config(cfg):
         (r["groups"] >= 1 and r["group_size"] >= 1, "rollout.groups and rollout.group_size must be >= 1"),
         (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
         (1 <= a["micro_batch_size"] <= a["mini_batch_size"], "need 1 <= algo.micro_batch_size <= algo.mini_batch_size"),
-        (r["temperature"] > 0 and cfg["eval"]["temperature"] >= 0, "temperatures must be > 0 (eval: >= 0, 0 = greedy)"),
+        (r["temperature"] > 0 and e["temperature"] >= 0,
+         "rollout.temperature must be > 0 and eval.temperature >= 0 (0 = greedy)"),
         (0 <= r["min_new_tokens"] <= r["max_new_tokens"], "need 0 <= rollout.min_new_tokens <= rollout.max_new_tokens"),
         (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
         (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
@@ -108,20 +142,30 @@ def check_config(cfg):
         (0 <= a["clip_low"] <= 1 and a["clip_high"] >= 0, "need 0 <= algo.clip_low <= 1 and algo.clip_high >= 0"),
         (0 <= a["gamma"] <= 1 and 0 <= a["lam"] <= 1, "algo.gamma and algo.lam must be in [0, 1]"),
         (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
-        (cfg["eval"]["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
+        (a["weight_decay"] >= 0, "algo.weight_decay must be >= 0"),
+        (e["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
+        (cfg["warmup"]["batch_size"] >= 1, "warmup.batch_size must be >= 1"),
         (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
-        (math.isfinite(a["grad_clip"]) and a["grad_clip"] > 0,
-         "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),
-        (all(math.isfinite(lr) and lr > 0 for lr in (a["actor_lr"], a["critic_lr"], cfg["warmup"]["lr"])),
-         "algo.actor_lr, algo.critic_lr and warmup.lr must be positive, finite numbers"),
+        (a["grad_clip"] > 0, "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),
+        (min(a["actor_lr"], a["critic_lr"], cfg["warmup"]["lr"]) > 0,
+         "algo.actor_lr, algo.critic_lr and warmup.lr must be positive numbers"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
-         "env budgets must be >= 1"),
-        (cfg["eval"]["num_seeds"] >= 1 and cfg["train"]["iterations"] >= 0, "eval.num_seeds >= 1, train.iterations >= 0"),
+         "env.max_turns, env.max_actions_per_turn and env.max_actions must be >= 1"),
+        (e["num_seeds"] >= 1, "eval.num_seeds must be >= 1"),
+        (cfg["train"]["iterations"] >= 0, "train.iterations must be >= 0"),
+        (e["every"] >= 0 and cfg["checkpoint"]["every"] >= 0, "eval.every and checkpoint.every must be >= 0 (0 = never)"),
+        (cfg["train"]["time_limit_min"] >= 0, "train.time_limit_min must be >= 0 (0 = no limit)"),
+        (0 <= cfg["seed"] < 2**32, "seed must be in [0, 2**32)"),
+        # training seeds are drawn from [0, seed_offset), evaluation seeds are seed_offset + i
+        (1 <= e["seed_offset"] and e["seed_offset"] + e["num_seeds"] <= 2**32,
+         "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + eval.num_seeds "
+         "at most 2**32; the default 1000000 keeps evaluation puzzles apart from training ones"),
     ]
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
     check_env(cfg)
+    check_run_dir(cfg["run_dir"])
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
     kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
@@ -134,6 +178,9 @@ def check_env(cfg):
     """Build the configured env, reset it and take every action once, as the first rollout would: keyword
     values no env accepts (a 3x3 Sokoban room, a payout "abc") fail here, not after the model loads."""
     kwargs = cfg["env"]["kwargs"]
+    for key, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"env.kwargs: {key}={value} is not a finite number")
     try:
         env = new_env(namespace(cfg))
         env.reset(0)
@@ -145,6 +192,17 @@ def check_env(cfg):
     except Exception as error:  # whatever the env raises, the user's fix is the same: other kwargs
         raise ConfigError(f"env.kwargs={kwargs}: {cfg['env']['name']} cannot be played with these values "
                           f"({type(error).__name__}: {error}); change or remove them") from None
+
+
+def check_run_dir(path):
+    """A run_dir that names a file, or lies under one, cannot become a folder: say so before the model loads."""
+    if not path:
+        return
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ConfigError(f"run_dir={path}: {parent} is a file, not a folder; choose another run_dir")
 
 
 def namespace(tree):

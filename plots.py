@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on training machines
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 PANELS = [  # (title, metric names drawn in that panel)
     ("success", ["rollout/success", "eval/success"]),
@@ -29,31 +30,49 @@ PANELS = [  # (title, metric names drawn in that panel)
 ]
 
 
-def read_metrics(run_dir):
+def read_metrics(run_dir, with_unreadable=False):
+    """The rows of RUN_DIR/metrics.jsonl; a line that is not JSON (cut short by a crash) is left out, and
+    counted when with_unreadable: returns (rows, count) then."""
+    rows, unreadable = [], 0
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                unreadable += bool(line.strip())
+    return (rows, unreadable) if with_unreadable else rows
 
 
-def plot_runs(run_dirs, path, labels=None):
-    """One page of panels; each run is one colour, each metric of a panel one line style."""
+STYLES = [("-", "solid"), ("--", "dashed"), (":", "dotted")]  # one per metric of a panel; evaluations add dots
+
+
+def figure(run_dirs, labels=None):
+    """One page of panels; each run is one colour, each metric of a panel one line style. The styles are
+    named in the panel titles and the runs in one legend above the panels, so no legend covers data."""
+    labels = labels or [os.path.basename(os.path.normpath(run_dir)) for run_dir in run_dirs]
     fig, axes = plt.subplots(3, 3, figsize=(15, 11))
     for run_index, run_dir in enumerate(run_dirs):
         rows = read_metrics(run_dir)
-        label = labels[run_index] if labels else os.path.basename(os.path.normpath(run_dir))
         for ax, (title, names) in zip(axes.flat, PANELS):
-            for style, name in zip(["-", "--", ":"], names):
+            for (line, _), name in zip(STYLES, names):
                 points = [(r["iteration"], r[name]) for r in rows if name in r]
                 if points:
                     xs, ys = zip(*points)
-                    ax.plot(xs, ys, style, color=f"C{run_index}", marker="o" if name.startswith("eval/") else None,
-                            markersize=3, label=f"{label}: {name.split('/')[1]}")
-            ax.set_title(title)
-            ax.set_xlabel("iteration")
-            ax.grid(alpha=0.3)
-    for ax in axes.flat:
-        if ax.lines:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
+                    ax.plot(xs, ys, line, color=f"C{run_index}", marker="o" if name.startswith("eval/") else None,
+                            markersize=3)
+    for ax, (title, names) in zip(axes.flat, PANELS):
+        styles = [f"{style}{' with dots' * name.startswith('eval/')}: {name}" for (_, style), name in zip(STYLES, names)]
+        ax.set_title(title + ("\n" + ", ".join(styles) if len(names) > 1 else f" ({names[0]})"), fontsize=9)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color=f"C{i}", label=label) for i, label in enumerate(labels)]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    return fig
+
+
+def plot_runs(run_dirs, path, labels=None):
+    fig = figure(run_dirs, labels)
     fig.savefig(path, dpi=80)
     plt.close(fig)
 

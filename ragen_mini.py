@@ -36,7 +36,8 @@ from transformers import AutoModelForCausalLM
 import plots
 import starpo
 import tiny
-from bookkeeping import CtrlC, drop_after_checkpoint, new_run_dir, run_summary
+from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable, describe_os_error, drop_after_checkpoint,
+                         load_state, new_run_dir, run_summary, save_failed)
 from config import ConfigError, load_config, namespace
 from models import load_models
 from rollout import chat_format, llm_policy, random_policy, rollout
@@ -356,16 +357,20 @@ def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
     tmp, old = path + ".tmp", path + ".old"
     for leftover in (tmp, old):  # from a run that crashed while saving
         shutil.rmtree(leftover, ignore_errors=True)
-    models["actor"].save_pretrained(os.path.join(tmp, "actor"))
-    models["tokenizer"].save_pretrained(os.path.join(tmp, "actor"))
-    if models["reference"] is not None:
-        models["reference"].save_pretrained(os.path.join(tmp, "reference"))
-    torch.save(dict(iteration=iteration,
-                    critic=models["critic"].state_dict() if models["critic"] is not None else None,
-                    optimizers={name: opt.state_dict() for name, opt in optimizers.items()},
-                    rng=dict(numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
-                             cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                             generator=generator.get_state())), os.path.join(tmp, "state.pt"))
+    try:
+        models["actor"].save_pretrained(os.path.join(tmp, "actor"))
+        models["tokenizer"].save_pretrained(os.path.join(tmp, "actor"))
+        if models["reference"] is not None:
+            models["reference"].save_pretrained(os.path.join(tmp, "reference"))
+        torch.save(dict(iteration=iteration,
+                        critic=models["critic"].state_dict() if models["critic"] is not None else None,
+                        optimizers={name: opt.state_dict() for name, opt in optimizers.items()},
+                        rng=dict(numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
+                                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                                 generator=generator.get_state())), os.path.join(tmp, "state.pt"))
+    except (OSError, RuntimeError) as error:  # torch.save on a full disk raises its zip writer's RuntimeError
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise save_failed(os.path.dirname(path), tmp, error) from None
     if os.path.isdir(path):  # swap in only a complete checkpoint
         os.rename(path, old)
     os.rename(tmp, path)
@@ -452,7 +457,8 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     generator = torch.Generator().manual_seed(cfg.seed)  # mini-batch order
     start = 1
     if resume_dir:
-        state = torch.load(os.path.join(checkpoint, "state.pt"), weights_only=False)
+        check_finite_weights(actor, os.path.join(checkpoint, "actor"))
+        state = load_state(run_dir)
         start = state["iteration"] + 1
         if critic is not None:
             critic.load_state_dict(state["critic"])
@@ -570,9 +576,8 @@ def main(argv=None):
         overrides += [f"rollout.max_new_tokens={args.bench_tokens}", f"rollout.min_new_tokens={args.bench_tokens}",
                       "eval.every=0", "checkpoint.every=0", f"train.iterations={args.bench}"]
     try:
-        if args.resume and not os.path.isfile(os.path.join(args.resume, "checkpoint", "state.pt")):
-            raise SystemExit(f"error: --resume {args.resume}: no checkpoint there (it is written every "
-                             "checkpoint.every iterations, into RUN_DIR/checkpoint)")
+        if args.resume:
+            check_resumable(args.resume)
         config_path = os.path.join(args.resume, "config.yaml") if args.resume else args.config
         cfg = load_config(config_path, overrides)
         with CtrlC() as ctrl_c:
@@ -582,6 +587,10 @@ def main(argv=None):
         return run_dir
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
+    except RunError as error:
+        raise SystemExit(f"error: {error}") from None
+    except OSError as error:  # a file the run could not write: a full disk, a folder it may not write
+        raise SystemExit(describe_os_error(error)) from None
     except torch.OutOfMemoryError:
         raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size, set "
                          "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / rollout.groups.") from None

@@ -1,0 +1,299 @@
+"""Bad input through the real entry point, `ragen_mini.main` (what `python ragen_mini.py` runs): every row
+ends with a one-paragraph message that names the key, file or value, a non-zero exit and no traceback.
+Config rows are refused before any model loads and leave no run folder behind; damaged run folders are
+refused when resumed; a full disk says so and where the last complete checkpoint is.
+"""
+import errno
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import ragen_mini  # noqa: E402
+import tiny  # noqa: E402
+
+TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
+SMALL = ["train.device=cpu", "rollout.groups=2", "rollout.group_size=4", "rollout.max_new_tokens=8",
+         "rollout.max_context=1024", "env.max_turns=2", "algo.mini_batch_size=4", "algo.micro_batch_size=2",
+         "eval.num_seeds=4", "eval.every=1", "eval.samples=1", "warmup.steps=0", "train.iterations=1",
+         "checkpoint.every=1"]
+BANDIT = ["env.name=bandit", "env.max_turns=1", "env.max_actions_per_turn=1", "env.max_actions=1"]
+
+
+def exit_message(argv, capsys):
+    """Run main(argv), which must stop with a message: SystemExit with a text (Python prints it and exits
+    with 1) or a non-zero code with the message on stderr (argparse). Any other exception is a traceback."""
+    with pytest.raises(SystemExit) as stop:
+        ragen_mini.main(argv)
+    code = stop.value.code
+    message = code if isinstance(code, str) else capsys.readouterr().err
+    assert code not in (0, None) and message.strip(), argv
+    assert "Traceback" not in message
+    return message
+
+
+# ------------------------------------------------------------------------------------------------------
+# Overrides: (overrides, what the message must name). All refused before any model loads.
+# ------------------------------------------------------------------------------------------------------
+CONFIG_ROWS = [
+    # unknown keys and wrong types
+    (["algo.clip_hihg=0.3"], "algo.clip_high"),
+    (["rollout.group_szie=4"], "rollout.group_size"),
+    (["trian.iterations=3"], "train.iterations"),
+    (["algo.clip_low=abc"], "algo.clip_low"),
+    (["rollout.groups=1.5"], "rollout.groups"),
+    (["rollout.think=3"], "rollout.think"),
+    (["seed=true"], "seed"),
+    (["env.name=[sokoban]"], "env.name"),
+    (["algo=3"], "algo"),
+    (["env.kwargs=3"], "env.kwargs"),
+    (["env.kwargs=[1]"], "env.kwargs"),
+    (["algo.filter_largest=2"], "algo.filter_largest"),
+    # overrides that are not section.key=value, or whose value is not YAML
+    (["env.name"], "env.name"),
+    (["=3"], "=3"),
+    (["algo.=3"], "algo."),
+    (["algo.clip_low=[0.1"], "algo.clip_low"),
+    (["env.kwargs={dim_room: 8"], "env.kwargs"),
+    (["env.kwargs={dim_room:", "8,", "num_boxes:", "2}"], "env.kwargs"),  # typed unquoted: the shell split it
+    (["env.name=sokoban", "8,"], "8,"),
+    # settings that cannot run
+    (["rollout.groups=4", "rollout.group_size=4", "algo.filter_ratio=0.25", "algo.mini_batch_size=8"], "mini_batch_size"),
+    (["algo.mini_batch_size=4", "algo.micro_batch_size=8"], "micro_batch_size"),
+    (["algo.micro_batch_size=0"], "micro_batch_size"),
+    (["rollout.cache=paged"], "rollout.cache"),
+    (["algo.estimator=grpo", "rollout.group_size=1", "algo.mini_batch_size=1", "algo.micro_batch_size=1"], "group_size"),
+    (["algo.estimator=sarsa"], "algo.estimator"),
+    (["env.name=chess"], "env.name"),
+    (["train.device=tpu"], "train.device"),
+    (["algo.filter_ratio=0"], "filter_ratio"),
+    (["algo.ppo_epochs=0"], "ppo_epochs"),
+    (["rollout.max_new_tokens=0"], "max_new_tokens"),
+    (["rollout.max_new_tokens=99999"], "max_context"),
+    (["rollout.max_context=0"], "max_context"),
+    (["rollout.min_new_tokens=-1"], "min_new_tokens"),
+    (["rollout.stated_max_tokens=0"], "stated_max_tokens"),
+    (["rollout.groups=0"], "rollout.groups"),
+    (["rollout.group_size=-1"], "rollout.group_size"),
+    (["env.max_turns=0"], "env.max_turns"),
+    (["env.max_actions=-1"], "env.max_actions"),
+    (["eval.num_seeds=0"], "eval.num_seeds"),
+    (["eval.samples=-1"], "eval.samples"),
+    (["warmup.steps=-1"], "warmup.steps"),
+    (["warmup.batch_size=0"], "warmup.batch_size"),
+    (["eval.seed_offset=0"], "eval.seed_offset"),
+    (["eval.seed_offset=-5"], "eval.seed_offset"),
+    (["eval.seed_offset=5000000000"], "eval.seed_offset"),
+    (["seed=-1"], "seed"),
+    (["seed=99999999999999999999"], "seed"),
+    (["eval.every=-1"], "eval.every"),
+    (["checkpoint.every=-2"], "checkpoint.every"),
+    (["train.time_limit_min=-1"], "train.time_limit_min"),
+    (["train.iterations=-1"], "train.iterations"),
+    # values that would train wrongly
+    (["algo.grad_clip=-1"], "grad_clip"),
+    (["algo.grad_clip=0"], "grad_clip"),
+    (["algo.actor_lr=0"], "actor_lr"),
+    (["algo.actor_lr=-1e-6"], "actor_lr"),
+    (["algo.critic_lr=.inf"], "critic_lr"),
+    (["algo.actor_lr=.nan"], "actor_lr"),
+    (["warmup.lr=0"], "warmup.lr"),
+    (["algo.weight_decay=-1"], "algo.weight_decay"),
+    (["algo.lam=2"], "algo.lam"),
+    (["algo.gamma=.nan"], "algo.gamma"),
+    (["algo.clip_high=.nan"], "algo.clip_high"),
+    (["algo.kl_coef=.nan"], "algo.kl_coef"),
+    (["algo.entropy_coef=.inf"], "algo.entropy_coef"),
+    (["algo.dual_clip=.nan"], "algo.dual_clip"),
+    (["rollout.temperature=.inf"], "rollout.temperature"),
+    (["rollout.temperature=.nan"], "rollout.temperature"),
+    (["eval.temperature=.nan"], "eval.temperature"),
+    (["train.time_limit_min=.nan"], "train.time_limit_min"),
+    # env keywords no env accepts: caught by building, resetting and stepping the env once
+    (["env.kwargs={is_slipery: false}", "env.name=frozenlake"], "is_slipery"),
+    (["env.kwargs={dim_room: 3}"], "dim_room"),
+    (["env.kwargs={dim_room: [2, 2]}"], "dim_room"),
+    (["env.kwargs={num_boxes: 0}"], "num_boxes"),
+    (["env.kwargs={num_boxes: -1}"], "num_boxes"),
+    (["env.kwargs={dim_room: abc}"], "dim_room"),
+    (["env.name=frozenlake", "env.kwargs={size: 1}"], "size"),
+    (["env.name=frozenlake", "env.kwargs={size: abc}"], "size"),
+    ([*BANDIT, "env.kwargs={low_payout: abc}"], "low_payout"),
+    ([*BANDIT, "env.kwargs={high_payout: .nan}"], "high_payout"),
+    # a run folder that cannot be made
+    (["run_dir=/dev/null/run"], "/dev/null"),
+    (["run_dir=RUN_DIR/a_file"], "a_file"),
+]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config was rejected")
+
+    monkeypatch.setattr(ragen_mini, "load_models", refuse)
+    monkeypatch.setattr(tiny, "build_tokenizer", refuse)
+
+
+@pytest.mark.parametrize("overrides, named", CONFIG_ROWS, ids=[" ".join(row[0]) for row in CONFIG_ROWS])
+def test_bad_override(no_model, tmp_path, capsys, overrides, named):
+    (tmp_path / "a_file").write_text("not a folder")
+    overrides = [o.replace("RUN_DIR", str(tmp_path)) for o in overrides]
+    message = exit_message(["--config", TINY_YAML, f"run_dir={tmp_path / 'run'}", *overrides], capsys)
+    assert named in message
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------------------
+# Config files: (file content, what the message must name besides the file)
+# ------------------------------------------------------------------------------------------------------
+FILE_ROWS = [
+    (b"- env\n- algo\n", "mapping"),
+    (b"3\n", "mapping"),
+    (b"env:\n  name: sokoban  # caf\xe9\n", "UTF-8"),
+    (b"\x00\x01\x02\xff", "UTF-8"),
+    (b"env: [\n", "YAML"),
+    (b"algo: 3\n", "algo"),
+    (b"algo:\n  clip_hihg: 0.3\n", "algo.clip_high"),
+    (b"3: x\n", "'3'"),
+]
+
+
+@pytest.mark.parametrize("content, named", FILE_ROWS)
+def test_bad_config_file(no_model, tmp_path, capsys, content, named):
+    path = tmp_path / "user.yaml"
+    path.write_bytes(content)
+    message = exit_message(["--config", str(path)], capsys)
+    assert "user.yaml" in message and named in message
+
+
+@pytest.mark.parametrize("name", ["missing.yaml", "."])
+def test_config_path_that_is_not_a_file(no_model, tmp_path, capsys, name):
+    message = exit_message(["--config", str(tmp_path / name)], capsys)
+    assert str(tmp_path / name) in message
+
+
+def test_messages_reach_the_shell_without_a_traceback(tmp_path):
+    """The real command line: the exit code is 1 and stderr holds the message alone."""
+    for override, named in [("algo.clip_low=[0.1", "algo.clip_low"), ("eval.seed_offset=0", "eval.seed_offset")]:
+        done = subprocess.run([sys.executable, "ragen_mini.py", "--config", TINY_YAML, override], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and "Traceback" not in done.stderr and named in done.stderr
+
+
+# ------------------------------------------------------------------------------------------------------
+# Damaged run folders, refused on --resume
+# ------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A 1-iteration tiny run with its checkpoint."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    ragen_mini.main(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"])
+    return run_dir
+
+
+def truncate(path, keep):
+    data = path.read_bytes()
+    path.write_bytes(data[:keep(len(data))])
+
+
+def nan_weights(path):
+    """Every float32 of the weight file's data part set to NaN; the header stays readable."""
+    data = bytearray(path.read_bytes())
+    header = 8 + int.from_bytes(data[:8], "little")
+    data[header:] = b"\x00\x00\xc0\x7f" * ((len(data) - header) // 4)
+    path.write_bytes(bytes(data))
+
+
+DAMAGE_ROWS = [  # (id, damage done to the copied run folder, what the message must name)
+    ("state.pt empty", lambda run: (run / "checkpoint/state.pt").write_bytes(b""), "state.pt"),
+    ("state.pt truncated", lambda run: truncate(run / "checkpoint/state.pt", lambda n: n // 2), "state.pt"),
+    ("state.pt not a checkpoint", lambda run: (run / "checkpoint/state.pt").write_text("hello"), "state.pt"),
+    ("state.pt missing", lambda run: (run / "checkpoint/state.pt").unlink(), "checkpoint"),
+    ("weights header damaged", lambda run: truncate(run / "checkpoint/actor/model.safetensors", lambda n: 5),
+     "model.safetensors"),
+    ("weights NaN", lambda run: nan_weights(run / "checkpoint/actor/model.safetensors"), "model.safetensors"),
+    ("actor folder missing", lambda run: shutil.rmtree(run / "checkpoint/actor"), "actor"),
+    ("config.yaml missing", lambda run: (run / "config.yaml").unlink(), "config.yaml"),
+    ("config.yaml damaged", lambda run: (run / "config.yaml").write_text("env: [\n"), "config.yaml"),
+]
+
+
+@pytest.mark.parametrize("damage, named", [row[1:] for row in DAMAGE_ROWS], ids=[row[0] for row in DAMAGE_ROWS])
+def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys, damage, named):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    damage(run_dir)
+    message = exit_message(["--resume", str(run_dir), "train.iterations=2"], capsys)
+    assert named in message and str(run_dir) in message
+
+
+def test_resume_of_a_folder_that_does_not_exist(tmp_path, capsys):
+    assert str(tmp_path / "nope") in exit_message(["--resume", str(tmp_path / "nope")], capsys)
+
+
+@pytest.mark.parametrize("damage", ["partial last line", "missing"])
+def test_resume_mends_metrics_jsonl(finished_run, tmp_path, capsys, damage):
+    """A crash while writing leaves a partial last line; a deleted file is started again. Either way the
+    run resumes, says what it did, and metrics.jsonl is whole afterwards."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    if damage == "missing":
+        metrics.unlink()
+    else:
+        metrics.write_text(metrics.read_text() + '{"iteration": 2, "rollout/succ')
+    ragen_mini.main(["--resume", str(run_dir), "train.iterations=2"])
+    assert "metrics.jsonl" in capsys.readouterr().out
+    iterations = [json.loads(line)["iteration"] for line in metrics.read_text().splitlines()]
+    assert iterations == ([0, 1, 2] if damage != "missing" else [2])
+
+
+# ------------------------------------------------------------------------------------------------------
+# A full disk, an unwritable folder
+# ------------------------------------------------------------------------------------------------------
+def test_full_disk_while_saving_keeps_the_last_checkpoint_and_says_where(tmp_path, capsys, monkeypatch):
+    """torch.save on a full disk raises PyTorch's RuntimeError from its zip writer, not an OSError."""
+    real_save, saves = torch.save, []
+
+    def save_until_the_disk_fills(obj, path, *args, **kwargs):
+        saves.append(path)
+        if len(saves) >= 2:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing "
+                               "file data/3: file write failed")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_until_the_disk_fills)
+    run_dir = tmp_path / "run"
+    message = exit_message(["--config", TINY_YAML, *SMALL, "train.iterations=3", f"run_dir={run_dir}"], capsys)
+    assert "disk" in message and "free" in message
+    assert str(run_dir / "checkpoint") in message and "iteration 1" in message and "--resume" in message
+    monkeypatch.setattr(torch, "save", real_save)
+    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=False)["iteration"] == 1
+    assert not (run_dir / "checkpoint.tmp").exists()
+
+
+def test_full_disk_while_writing_metrics_says_so(tmp_path, capsys, monkeypatch):
+    def no_space(run_dir):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(run_dir) / "plots.png"))
+
+    monkeypatch.setattr(ragen_mini.plots, "plot_run", no_space)
+    run_dir = tmp_path / "run"
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
+    assert "plots.png" in message and "disk is full" in message
+
+
+def test_unwritable_run_folder_says_so(tmp_path, capsys, monkeypatch):
+    """A folder the user may not write (checked with a stand-in: the tests may run as root, who may)."""
+    def denied(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(ragen_mini.os, "makedirs", denied)
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={tmp_path / 'run'}"], capsys)
+    assert str(tmp_path / "run") in message and "Permission denied" in message and "run_dir" in message
