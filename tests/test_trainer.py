@@ -991,6 +991,37 @@ def test_extending_a_finished_run_equals_not_stopping(tmp_path):
     assert titles == [f"# Evaluation at iteration {i}" for i in (0, 2, 3, 4)]
 
 
+def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
+    """Run B crashes in iteration 4, after its checkpoint at 2 and after writing iteration 3's metrics and
+    evaluation; resumed, iterations 3 and 4 equal those of run A, never stopped, and samples.md holds each
+    evaluation once."""
+    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=2", "eval.every=3",
+              "train.iterations=4"]
+    run_a = run_main(tmp_path, *common, name="a")
+    real_rollout, training_calls = ragen_mini.rollout, []
+
+    def crashing_rollout(policy, chat, cfg, seeds, group_ids):
+        training_calls.append(len(seeds) == 8)  # P x N = 2 x 4; evaluations roll out 4 seeds
+        if sum(training_calls) == 4:
+            raise RuntimeError("simulated crash")
+        return real_rollout(policy, chat, cfg, seeds, group_ids)
+
+    monkeypatch.setattr(ragen_mini, "rollout", crashing_rollout)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_main(tmp_path, *common, name="b")
+    run_b = tmp_path / "b"
+    assert [line["iteration"] for line in read_lines(run_b)] == [0, 1, 2, 3]
+    monkeypatch.setattr(ragen_mini, "rollout", real_rollout)
+    ragen_mini.main(["--resume", str(run_b)])
+    lines_a, lines_b = read_lines(run_a), read_lines(run_b)
+    assert [line["iteration"] for line in lines_b] == [0, 1, 2, 3, 4]
+    for line_a, line_b in zip(lines_a, lines_b):
+        same = {k: v for k, v in line_a.items() if not k.startswith("perf/")}
+        assert {k: v for k, v in line_b.items() if not k.startswith("perf/")} == pytest.approx(same, rel=1e-6, abs=1e-9)
+    titles = [line for line in (run_b / "samples.md").read_text().splitlines() if line.startswith("# Evaluation")]
+    assert titles == [f"# Evaluation at iteration {i}" for i in (0, 3, 4)]
+
+
 def test_runs_chained_by_the_time_limit_equal_one_straight_run(tmp_path):
     """A time limit of 0.06 s stops each call after its first iteration, with an evaluation and a
     checkpoint; three --resume calls chain it to 4 iterations, which must train as a run never stopped,
