@@ -368,7 +368,7 @@ def save_checkpoint(path, iteration, models, optimizers, seed_rng, generator):
                         rng=dict(numpy=seed_rng.bit_generator.state, torch=torch.get_rng_state(),
                                  cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                                  generator=generator.get_state())), os.path.join(tmp, "state.pt"))
-    except (OSError, RuntimeError) as error:  # torch.save on a full disk raises its zip writer's RuntimeError
+    except Exception as error:  # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
         shutil.rmtree(tmp, ignore_errors=True)
         raise save_failed(os.path.dirname(path), tmp, error) from None
     if os.path.isdir(path):  # swap in only a complete checkpoint
