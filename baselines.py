@@ -28,13 +28,7 @@ import math
 import random
 from collections import deque
 
-from envs import make_env, solve_sokoban
-
-
-def random_turn_actions(rng, actions, max_actions_per_turn):
-    """One turn of the random policy (`rng` is a random.Random): a uniform number of actions in
-    1..max_actions_per_turn, each uniform over `actions`. The trainer's format warm-up uses it too."""
-    return [rng.choice(actions) for _ in range(rng.randint(1, max_actions_per_turn))]
+from envs import make_env, random_turn_actions, solve_sokoban
 
 
 def play_random(env, seed, rng, max_turns, max_actions_per_turn):

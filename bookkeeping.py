@@ -1,6 +1,6 @@
-"""The bookkeeping around a run, which a reader of the algorithm may skip: the run folder, what a resumed
-run forgets, the summary a run ends with, what Ctrl-C does, and the messages for damaged files and full
-disks. ragen_mini.train() and main() call these.
+"""The bookkeeping around a run, which a reader of the algorithm may skip: the metrics of a rollout, the
+evaluation, checkpoints, the run folder, what a resumed run forgets, the summary a run ends with, what
+Ctrl-C does, and the messages for damaged files and full disks. ragen_mini.train() and main() call these.
 """
 import errno
 import glob
@@ -13,11 +13,14 @@ import signal
 import time
 import zipfile
 
+import numpy as np
 import torch
 from safetensors import safe_open
 from tqdm import tqdm
 
 import plots
+import starpo
+from rollout import LLMPolicy, play_episodes
 
 
 class CtrlC:
@@ -176,3 +179,106 @@ def new_run_dir(env_name):
             return path
         except FileExistsError:
             continue
+
+
+def rollout_metrics(trajectories, prefix):
+    """The rollout/* (or eval/*) metrics of a list of Trajectory."""
+    rewards = np.array([t.reward for t in trajectories])
+    turns = [turn for t in trajectories for turn in t.turns]
+    groups = {}
+    for t in trajectories:  # echo-trap detector: do the N samples of one prompt still say different things?
+        groups.setdefault(t.group, []).append(tuple((turn.think, tuple(turn.actions)) for turn in t.turns))
+    return {f"{prefix}/success": float(np.mean([t.success for t in trajectories])),
+            f"{prefix}/reward_mean": float(rewards.mean()),
+            f"{prefix}/reward_std": float(rewards.std()),
+            f"{prefix}/actions_mean": float(np.mean([t.num_actions for t in trajectories])),
+            f"{prefix}/response_tokens": float(np.mean([t.response_tokens for t in trajectories])),
+            f"{prefix}/think_tokens": float(np.mean([t.think_tokens for t in trajectories])),
+            f"{prefix}/valid_action_frac": float(np.mean([turn.format_ok for turn in turns])) if turns else 0.0,
+            f"{prefix}/effective_action_frac": sum(t.num_effective for t in trajectories)
+            / max(1, sum(t.num_actions for t in trajectories)),
+            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()]))}
+
+
+def report_zero_signal(metrics, since):
+    """Say it once when a stretch of iterations begins in which no group's rewards differ: then every
+    advantage is the critic's noise, or zero under GRPO, and the policy learns nothing. Returns the
+    iteration the current stretch began at (None while there is signal)."""
+    iteration = metrics["iteration"]
+    if metrics["rollout/zero_signal"] and since is None:
+        tqdm.write(f"iteration {iteration}: within every group all rewards are equal (valid-answer fraction "
+                   f"{metrics['rollout/valid_action_frac']:.2f}): nothing to learn from. If the model never answers "
+                   "in the format, give it a format warm-up (warmup.steps).")
+        return iteration
+    if not metrics["rollout/zero_signal"] and since is not None:
+        stretch = iteration - since
+        tqdm.write(f"iteration {iteration}: rewards differ within groups again, after {stretch} "
+                   f"iteration{'s' * (stretch != 1)} without a learning signal")
+        return None
+    return since
+
+
+def group_reward_std(rewards, group_ids):
+    """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
+    return float(starpo.group_stats(rewards, group_ids)[2].mean())  # the filter's own (Bessel) std
+
+
+def evaluate(model, chat, cfg, title, samples_path, decoder=None):
+    """eval.k rollouts per fixed evaluation seed, in chunks of the training batch (no more memory than a
+    training rollout; the static decoder is the training one). `title` heads the samples appended to
+    samples_path ("Evaluation at iteration 10"). -> eval/success (the mean over all rollouts), and with
+    eval.k > 1 eval/pass@k: the fraction of seeds solved by at least one of their k rollouts."""
+    seeds = [seed for seed in range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds)
+             for _ in range(cfg.eval.k)]
+    chunk = cfg.rollout.groups * cfg.rollout.group_size
+    trajectories = []
+    # Sample from a copy of the random state: an evaluation added or left out (the last iteration of a run
+    # that is later extended) never shifts the training's random stream, so resuming equals not stopping.
+    with torch.random.fork_rng():
+        for start in range(0, len(seeds), chunk):
+            part = seeds[start:start + chunk]
+            trajectories += play_episodes(LLMPolicy(model, chat, cfg, cfg.eval.temperature, decoder), chat, cfg, part, part)
+    with open(samples_path, "a") as f:  # read these to see the echo trap happen
+        f.write(f"\n# {title}\n")
+        for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
+            f.write(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
+            for k, turn in enumerate(t.turns, 1):
+                f.write(f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} "
+                        f"(format ok: {turn.format_ok}), reward {turn.reward:g}\n")
+            f.write(f"\n```\n{chat.tokenizer.decode(t.ids)}\n```\n")
+    metrics = rollout_metrics(trajectories, "eval")
+    metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
+    if cfg.eval.k > 1:
+        solved = {}
+        for t in trajectories:
+            solved[t.seed] = solved.get(t.seed, False) or t.success
+        metrics[f"eval/pass@{cfg.eval.k}"] = float(np.mean(list(solved.values())))
+    return metrics
+
+
+def save_checkpoint(run, iteration):
+    """RUN_DIR/checkpoint: actor/ (from_pretrained-loadable, with the tokenizer), reference/, and state.pt
+    with the critic, the optimisers and every random state. Written beside the last one and swapped in
+    only when complete."""
+    path = os.path.join(run.run_dir, "checkpoint")
+    tmp, old = path + ".tmp", path + ".old"
+    for leftover in (tmp, old):  # from a run that crashed while saving
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        run.actor.save_pretrained(os.path.join(tmp, "actor"))
+        run.chat.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
+        if run.reference is not None:
+            run.reference.save_pretrained(os.path.join(tmp, "reference"))
+        torch.save(dict(iteration=iteration,
+                        critic=run.critic.state_dict() if run.critic is not None else None,
+                        optimizers={name: opt.state_dict() for name, opt in run.optimizers.items()},
+                        rng=dict(numpy=run.seed_rng.bit_generator.state, torch=torch.get_rng_state(),
+                                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                                 generator=run.generator.get_state())), os.path.join(tmp, "state.pt"))
+    except Exception as error:  # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise save_failed(run.run_dir, tmp, error) from None
+    if os.path.isdir(path):  # swap in only a complete checkpoint
+        os.rename(path, old)
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)

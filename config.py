@@ -151,7 +151,7 @@ def check_config(cfg):
          "algo.actor_lr, algo.critic_lr and warmup.lr must be positive numbers"),
         (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
          "env.max_turns, env.max_actions_per_turn and env.max_actions must be >= 1"),
-        (e["num_seeds"] >= 1, "eval.num_seeds must be >= 1"),
+        (e["num_seeds"] >= 1 and e["k"] >= 1, "eval.num_seeds and eval.k must be >= 1"),
         (cfg["train"]["iterations"] >= 0, "train.iterations must be >= 0"),
         (e["every"] >= 0 and cfg["checkpoint"]["every"] >= 0, "eval.every and checkpoint.every must be >= 0 (0 = never)"),
         (cfg["train"]["time_limit_min"] >= 0, "train.time_limit_min must be >= 0 (0 = no limit)"),

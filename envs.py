@@ -501,7 +501,14 @@ def _bench():
               f"per puzzle on average, {1000 * max(times):.1f} ms at most, over {seeds} seeds")
 
 
+def random_turn_actions(rng, actions, max_actions_per_turn):
+    """One turn of the random policy (`rng` is a random.Random): a uniform number of actions in
+    1..max_actions_per_turn, each uniform over `actions`. The format warm-up and baselines.py use it."""
+    return [rng.choice(actions) for _ in range(rng.randint(1, max_actions_per_turn))]
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--bench"]:
         sys.exit("usage: python envs.py --bench   (times Sokoban puzzle generation)")
     _bench()
+

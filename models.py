@@ -11,6 +11,7 @@ transformers' own GGUF loader dequantises them to float32; the result is convert
 model folder under ~/.cache/ragen-mini, so a second start loads in seconds. The dequantised weights are
 the quantised model's, not the original full-precision ones: a little quality is lost for good.
 """
+import copy
 import hashlib
 import importlib.util
 import os
@@ -112,3 +113,44 @@ def load_models(cfg, device, checkpoint=None):
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n{advice}") from None
     return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
+
+
+# ======================================================================================================
+# Models: the actor (the LLM), the critic (a second copy of the base model with a scalar value head) and,
+# only when a KL coefficient is set, a frozen reference.
+# ======================================================================================================
+class Critic(torch.nn.Module):
+    """V(prefix) for every position: the base transformer's last hidden state -> one number."""
+
+    def __init__(self, backbone, hidden_size):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.value_head.weight)  # start at V = 0: no made-up baseline at iteration 0
+        torch.nn.init.zeros_(self.value_head.bias)
+
+
+def build_critic(cfg, actor, device):
+    if not cfg.model.critic or cfg.algo.estimator != "gae":
+        return None
+    # The paper's critic starts from the same base model as the actor: copy the actor's transformer (no
+    # second download; when resuming, the critic's own weights are loaded over it).
+    return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
+
+
+def copy_weights(actor, sampler):
+    """Bring the bf16 sampler up to date with the trained actor, in place: the compiled decoder keeps
+    pointing at the same buffers. Nothing to do where the actor samples itself (the CPU)."""
+    if sampler is not actor:
+        with torch.no_grad():
+            for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
+                sampled_param.copy_(param)
+
+
+def bf16_sampler(actor):
+    """The GPU samples from a bf16 copy (half the bytes per decoding step) while float32 weights train.
+    Parameters only: a bf16 RoPE inv_freq buffer would shift every position's angle."""
+    sampler = copy.deepcopy(actor).eval()
+    for param in sampler.parameters():
+        param.data = param.data.to(torch.bfloat16)
+    return sampler

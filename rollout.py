@@ -3,29 +3,27 @@
 Every live trajectory advances one turn per batched policy call: the model answers
 `<think>..</think><answer>a || b</answer>`, the env executes the actions, and the reward and next state
 come back as the next user message. A trajectory is kept as the exact token ids the model saw and
-produced, with response_mask = 1 only on tokens the model sampled (REFERENCE.md §7.5-7.7).
+produced, marked 1 only where the model sampled them (REFERENCE.md §7.5-7.7).
 
     chat = chat_format(tokenizer, model.generation_config)
-    trajectories = rollout(llm_policy(model, chat, cfg, temperature), chat, cfg, seeds, group_ids)
+    trajectories = play_episodes(LLMPolicy(model, chat, cfg, temperature), chat, cfg, seeds, group_ids)
 
 This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
-model's template says about turns (ChatFormat), the policies that answer (llm_policy: the LLM;
+model's template says about turns (ChatFormat), the policies that answer (LLMPolicy: the LLM;
 random_policy: the format warm-up's teacher) and env_corpus, the same texts for training the in-process
-tokenizer. ragen_mini.py calls rollout() (training, evaluation, format warm-up) and from then on works on
-the trajectory dicts it returns (token ids, masks, rewards, per-turn records).
+tokenizer. ragen_mini.py calls play_episodes() (training, evaluation, format warm-up) and from then on
+works on the Trajectory records it returns (token ids, which were sampled, rewards, per-turn records).
 """
 import copy
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from baselines import random_turn_actions
 from config import ConfigError, new_env
-from envs import make_env, parse_answer
-from fast_decode import static_generate
+from envs import make_env, parse_answer, random_turn_actions
 
 # ======================================================================================================
 # The paper's prompts, word for word (REFERENCE.md §2): they are part of the experiment, like a
@@ -116,24 +114,50 @@ def chat_format(tokenizer, generation_config=None):
 # ======================================================================================================
 # The rollout
 # ======================================================================================================
-def rollout(policy, chat, cfg, seeds, group_ids):
-    """Play one trajectory per seed, all in lock-step, one `policy` call per turn.
+@dataclass
+class Turn:
+    """One answer of the model and what the env made of it."""
+    think: str            # the text between <think> and </think> ("" without one)
+    actions: list         # the actions the env executed (none for a malformed answer)
+    format_ok: bool       # the answer kept the format; if not, the turn's reward holds env.format_penalty
+    reward: float         # the env's rewards for those actions + the format penalty
 
-    `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM's
-    `generate`, or scripted random answers for the format warm-up). Returns one dict per trajectory:
-    ids / mask (what the model saw; 1 = sampled by the model), reward (env rewards + format penalties),
-    success, turns (think, actions, format_ok, reward per turn) and counters for the metrics.
-    A two-turn trajectory, in pieces of text (each piece is many tokens):
 
-        ids : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>] [answer 2 ...]
-        mask:  0 ...                        0  1 ...              1  0 ...                         0  1 ...
+@dataclass
+class Trajectory:
+    """One multi-turn conversation, kept as the exact tokens the model saw and produced. `ids` and
+    `sampled` are aligned, one entry per token: sampled = 1 on the tokens the model sampled (its answers
+    and their end-of-turn tokens), 0 on the prompt, the env's replies and the template's text. A two-turn
+    trajectory, in pieces of text (each piece is many tokens):
+
+        ids    : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>] [answer 2 ...]
+        sampled:  0 ...                        0  1 ...              1  0 ...                         0  1 ...
+    """
+    seed: int                                   # the env seed: the puzzle, and the prompt
+    group: int                                  # the N trajectories of one seed share a group id
+    ids: list = field(default_factory=list)     # (T,) token ids
+    sampled: list = field(default_factory=list)  # (T,) 1 where the model sampled ids[i]
+    turns: list = field(default_factory=list)   # one Turn per answer
+    reward: float = 0.0                         # summed over the turns, format penalties included
+    success: bool = False                       # the env says the task is solved
+    num_actions: int = 0                        # actions executed
+    num_effective: int = 0                      # actions that changed the env's state
+    response_tokens: int = 0                    # sampled tokens, sum(sampled)
+    think_tokens: int = 0                       # tokens of the think texts
+
+
+def play_episodes(policy, chat, cfg, seeds, group_ids):
+    """Play one trajectory per seed, all in lock-step, one `policy` call per turn -> list of Trajectory.
+
+    `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM,
+    or scripted random answers for the format warm-up).
     """
     tokenizer, prefix = chat.tokenizer, answer_prefix(cfg)  # the forced start of every answer
     end_of_turn_text = tokenizer.decode([chat.end_of_turn_id])
     # One tokenizer call per turn for the whole batch: a call per string costs a large share of the host
     # time of a big rollout, time in which the GPU waits.
     encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    trajectories, started_envs, prompts = [], {}, []
+    trajectories, envs, started_envs, prompts = [], [], {}, []
     for seed, group in zip(seeds, group_ids):
         if seed not in started_envs:  # a group's N rollouts share the seed: one puzzle and prompt, N copies
             env = new_env(cfg)
@@ -141,44 +165,46 @@ def rollout(policy, chat, cfg, seeds, group_ids):
             started_envs[seed] = env, first_prompt(env, observation, tokenizer, cfg)
         env, prompt = started_envs[seed]
         prompts.append(prompt)
-        trajectories.append(dict(env=copy.deepcopy(env), seed=int(seed), group=int(group), turns=[], reward=0.0,
-                                 success=False, done=False, actions_left=env.max_actions, num_actions=0,
-                                 num_effective=0, response_tokens=0, think_tokens=0))
+        envs.append(copy.deepcopy(env))
+        trajectories.append(Trajectory(seed=int(seed), group=int(group)))
     for t, ids in zip(trajectories, encode(prompts)):
         if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
             raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
                               f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context={cfg.rollout.max_context}")
-        t["ids"], t["mask"] = ids, [0] * len(ids)
-    per_turn = actions_per_turn(trajectories[0]["env"], cfg)
+        t.ids, t.sampled = ids, [0] * len(ids)
+    actions_left = [env.max_actions for env in envs]
+    done = [False] * len(trajectories)
+    per_turn = actions_per_turn(envs[0], cfg)
     for turn in range(1, cfg.env.max_turns + 1):
-        live = [t for t in trajectories if not t["done"]]
+        live = [i for i in range(len(trajectories)) if not done[i]]
         if not live:
             break
-        thinks, replies = [], []  # per live trajectory; (trajectory, env reply) for those that go on
-        for t, response in zip(live, policy([t["ids"] for t in live])):
+        thinks, replies = [], []  # per live trajectory; (index, env reply) for those that go on
+        for i, response in zip(live, policy([trajectories[i].ids for i in live])):
+            t, env = trajectories[i], envs[i]
             answer = tokenizer.decode(response, skip_special_tokens=True)
-            parsed = parse_answer(prefix + answer, t["env"].actions, per_turn, require_think=cfg.rollout.think)
+            parsed = parse_answer(prefix + answer, env.actions, per_turn, require_think=cfg.rollout.think)
             env_reward, executed, ended = 0.0, [], False
-            for action in parsed.actions[:t["actions_left"]]:  # past the trajectory budget: dropped
-                _, reward, terminated, truncated, info = t["env"].step(action)
+            for action in parsed.actions[:actions_left[i]]:  # past the trajectory budget: dropped
+                _, reward, terminated, truncated, info = env.step(action)
                 executed.append(action)
                 env_reward += reward
-                t["num_effective"] += int(info["effective"])
-                t["success"] = info["success"]
+                t.num_effective += int(info["effective"])
+                t.success = info["success"]
                 if terminated or truncated:  # the episode ended mid-turn: the rest are skipped
                     ended = True
                     break
             turn_reward = env_reward + (0.0 if parsed.format_ok else cfg.env.format_penalty)
-            t["actions_left"] -= len(executed)
-            t["num_actions"] += len(executed)
-            t["reward"] += turn_reward
-            t["ids"] = t["ids"] + response
-            t["mask"] = t["mask"] + [1] * len(response)
-            t["response_tokens"] += len(response)
+            actions_left[i] -= len(executed)
+            t.num_actions += len(executed)
+            t.reward += turn_reward
+            t.ids = t.ids + response
+            t.sampled = t.sampled + [1] * len(response)
+            t.response_tokens += len(response)
             thinks.append(parsed.think)
-            t["turns"].append(dict(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
-            t["done"] = ended or turn == cfg.env.max_turns
-            if t["done"]:
+            t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
+            done[i] = ended or turn == cfg.env.max_turns
+            if done[i]:
                 continue
             # The env's reply becomes the next user message, closed and opened by the template's own text.
             # A reply that stopped on the template's end-of-turn token already holds that token; one cut by
@@ -186,19 +212,18 @@ def rollout(policy, chat, cfg, seeds, group_ids):
             closing = chat.close_assistant
             if response and response[-1] == chat.end_of_turn_id:
                 closing = closing[len(end_of_turn_text):]
-            replies.append((t, closing + reward_message(env_reward)
-                            + turn_message(turn + 1, t["env"].render(), t["actions_left"], cfg)
+            replies.append((i, closing + reward_message(env_reward)
+                            + turn_message(turn + 1, env.render(), actions_left[i], cfg)
                             + chat.open_assistant + prefix))
-        for t, think_ids in zip(live, encode(thinks)):
-            t["think_tokens"] += len(think_ids)
-        for (t, _), segment in zip(replies, encode([text for _, text in replies])):
-            if len(t["ids"]) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
-                t["done"] = True  # the next turn might not fit the context window
+        for i, think_ids in zip(live, encode(thinks)):
+            trajectories[i].think_tokens += len(think_ids)
+        for (i, _), segment in zip(replies, encode([text for _, text in replies])):
+            t = trajectories[i]
+            if len(t.ids) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
+                done[i] = True  # the next turn might not fit the context window
                 continue
-            t["ids"] = t["ids"] + segment
-            t["mask"] = t["mask"] + [0] * len(segment)
-    for t in trajectories:
-        del t["env"]
+            t.ids = t.ids + segment
+            t.sampled = t.sampled + [0] * len(segment)
     return trajectories
 
 
@@ -226,24 +251,29 @@ def cut_at_stop(row, stop_ids):
     return row
 
 
-def llm_policy(model, chat, cfg, temperature, batch_size=None):
+class LLMPolicy:
     """The LLM as a policy: left-pad the contexts and sample one turn for all of them in one call, to
-    transformers' `generate` (rollout.cache=dynamic) or to fast_decode.static_generate (static)."""
-    static = cfg.rollout.cache == "static"
+    transformers' `generate` (rollout.cache=dynamic) or to a fast_decode.StaticDecoder (static), which
+    the caller builds once and passes in. generate_s adds up the time spent sampling."""
+
+    def __init__(self, model, chat, cfg, temperature, decoder=None):
+        self.model, self.chat, self.cfg, self.temperature, self.decoder = model, chat, cfg, temperature, decoder
+        self.generate_s = 0.0  # the rest of perf/rollout_s is envs and tokenizer
 
     @torch.no_grad()
-    def policy(contexts):
+    def __call__(self, contexts):
+        model, chat, cfg = self.model, self.chat, self.cfg
         started, was_training = time.perf_counter(), model.training
         # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
         model.eval()
         rows = len(contexts)
-        if static and batch_size:  # a constant batch shape: the compiled decoder is not rebuilt
-            contexts = contexts + [contexts[0]] * (batch_size - rows)
+        if self.decoder is not None:  # a constant batch shape: the compiled decoder is not rebuilt
+            contexts = contexts + [contexts[0]] * (self.decoder.batch_size - rows)
         input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
-        if static:
-            new_tokens = static_generate(model, input_ids, attention_mask, cfg, temperature, chat.stop_ids, chat.pad_id)
+        if self.decoder is not None:
+            new_tokens = self.decoder.generate(input_ids, attention_mask, self.temperature, chat.stop_ids, chat.pad_id)
         else:
-            sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
+            sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) if self.temperature > 0 \
                 else dict(do_sample=False)
             # Pass every sampler knob: generate() would otherwise apply the model's generation_config
             # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
@@ -254,11 +284,8 @@ def llm_policy(model, chat, cfg, temperature, batch_size=None):
         stop_ids = set(chat.stop_ids)
         responses = [cut_at_stop(row, stop_ids) for row in new_tokens[:rows].tolist()]  # one host transfer per turn
         model.train(was_training)
-        policy.generate_s += time.perf_counter() - started
+        self.generate_s += time.perf_counter() - started
         return responses
-
-    policy.generate_s = 0.0  # time inside generate(), the rest of perf/rollout_s is envs and tokenizer
-    return policy
 
 
 def random_policy(chat, cfg, rng):

@@ -9,10 +9,13 @@ prompt, observation and padding tokens (only the model's own tokens are trained,
 
 Paper idea                                                   -> function
 StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
-StarPO, GRPO variant: score normalised within a seed's group -> compute_grpo_advantages
+StarPO, GRPO variant: reward normalised within a seed's group -> compute_grpo_advantages
 PPO clipped surrogate for the policy                         -> policy_loss
 StarPO-S clip-higher / decoupled clipping (DAPO), Finding 5  -> policy_loss(clip_low, clip_high)
+The trajectory reward on its last token (+ KL in the reward) -> token_level_rewards
 StarPO-S KL removal, Finding 5 (vanilla StarPO keeps a KL)   -> kl_estimate (StarPO-S: coefficient 0)
+The actor's loss: clipped term, entropy bonus, GRPO's KL     -> actor_loss
+How well the critic predicts the returns                     -> explained_variance
 StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
 StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
@@ -108,7 +111,7 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     return advantages, returns
 
 
-def group_stats(scores, group_ids):
+def group_stats(rewards, group_ids):
     """Index of each trajectory's group (groups sorted by id), per-group mean and Bessel std.
 
     Shared by GRPO, the uncertainty filter and the trainer's in-group std metric, so all see the same
@@ -116,7 +119,7 @@ def group_stats(scores, group_ids):
     divisor is clamped to >= 1.
     """
     ids, group = torch.unique(group_ids, return_inverse=True)  # group: (B,) in 0..G-1, any ids work
-    s = scores.double()  # (B,) is tiny: float64 costs nothing and keeps near-equal scores' std ~0
+    s = rewards.double()  # (B,) is tiny: float64 costs nothing and keeps near-equal rewards' std ~0
     zeros = s.new_zeros(ids.numel())  # (G,)
     count = zeros.index_add(0, group, torch.ones_like(s))
     mean = zeros.index_add(0, group, s) / count.clamp(min=1)
@@ -126,26 +129,93 @@ def group_stats(scores, group_ids):
 
 
 @torch.no_grad()
-def compute_grpo_advantages(scores, group_ids, eps=1e-6, normalize_by_std=True):
-    """GRPO advantage of each trajectory: its score against the other rollouts of the same seed.
+def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
+    """The trajectory's reward placed on its LAST sampled token, 0 elsewhere; with a KL term (vanilla
+    StarPO's PPO variant), -kl_coef * KL on every sampled token (paper section 3.2: PPO puts the KL
+    penalty inside the reward, never also in the loss). (B,), (B, T) -> (B, T)
+
+    GAE then carries the reward back over every earlier answer of the conversation (observation tokens
+    are skipped by their zero mask): one reward for the whole multi-turn trajectory, as StarPO's
+    trajectory-level objective has it.
+
+    >>> mask = torch.tensor([[0., 1., 1., 0., 1., 0.], [1., 1., 0., 0., 0., 0.]])  # row 0: two turns
+    >>> token_level_rewards(torch.tensor([2., -1.]), mask)
+    tensor([[ 0.,  0.,  0.,  0.,  2.,  0.],
+            [ 0., -1.,  0.,  0.,  0.,  0.]])
+    >>> token_level_rewards(torch.tensor([2., -1.]), mask, kl=torch.full((2, 6), 0.5), kl_coef=0.1)[0]
+    tensor([ 0.0000, -0.0500, -0.0500,  0.0000,  1.9500,  0.0000])
+    """
+    positions = torch.arange(response_mask.shape[1], device=response_mask.device)  # (T,)
+    last = (response_mask * positions).argmax(-1)  # (B,) index of the last sampled token
+    token_rewards = torch.zeros_like(response_mask)
+    token_rewards[torch.arange(len(last)), last] = rewards.to(token_rewards.dtype)
+    if kl is not None and kl_coef > 0:
+        token_rewards = token_rewards - kl_coef * kl * response_mask
+    return token_rewards
+
+
+def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):
+    """The actor's whole loss: the clipped policy loss (policy_loss), minus entropy_coef x the token
+    entropy (a brake on the collapse of exploration, Finding 3), plus, for vanilla StarPO's GRPO variant,
+    kl_coef x the k3 KL to the reference (GRPO puts the KL in the loss; PPO puts it in the reward,
+    token_level_rewards). `cfg` is the config's algo section (clip_low, clip_high, dual_clip,
+    entropy_coef, kl_coef, estimator). Returns (loss, metrics): metrics as policy_loss's, plus
+    policy_loss (the clipped term alone) and entropy, all detached.
+
+    One token, ratio 1, advantage 1: policy term -1, entropy bonus -0.1 x 2.
+    >>> algo = type("Algo", (), dict(clip_low=0.2, clip_high=0.28, dual_clip=0, entropy_coef=0.1,
+    ...                             kl_coef=0.0, estimator="gae"))
+    >>> loss, m = actor_loss(torch.zeros(1, 1), torch.full((1, 1), 2.0), torch.zeros(1, 1), torch.ones(1, 1),
+    ...                      torch.ones(1, 1), algo, loss_normalizer=1)
+    >>> round(loss.item(), 4), round(m["policy_loss"].item(), 4), round(m["entropy"].item(), 4)
+    (-1.2, -1.0, 2.0)
+    """
+    pg_loss, metrics = policy_loss(logp, old_logp, advantages, response_mask, cfg.clip_low, cfg.clip_high,
+                                   dual_clip=cfg.dual_clip or None, loss_normalizer=loss_normalizer)
+    loss = pg_loss
+    if cfg.entropy_coef > 0:
+        loss = loss - cfg.entropy_coef * _aggregate(entropy, response_mask, loss_normalizer)
+    if cfg.kl_coef > 0 and cfg.estimator == "grpo":
+        loss = loss + cfg.kl_coef * _aggregate(kl_estimate(logp, ref_logp, "k3"), response_mask, loss_normalizer)
+    metrics.update(policy_loss=pg_loss.detach(), entropy=masked_mean(entropy.detach(), response_mask))
+    return loss, metrics
+
+
+def explained_variance(returns, values, response_mask):
+    """1 - Var(returns - values) / Var(returns) over the response tokens: how much of the return's
+    variance the critic predicts (1 = all of it, 0 = no better than a constant, < 0 = worse). A critic
+    stuck near 0 while the policy trains is StarPO's PPO variant running blind.
+
+    >>> mask = torch.ones(1, 4)
+    >>> explained_variance(torch.tensor([[1., 2., 3., 4.]]), torch.tensor([[1., 2., 3., 5.]]), mask)  # 1 - .1875/1.25
+    tensor(0.8500)
+    """
+    residual = returns - values
+    variance = masked_mean(returns**2, response_mask) - masked_mean(returns, response_mask) ** 2
+    residual_variance = masked_mean(residual**2, response_mask) - masked_mean(residual, response_mask) ** 2
+    return 1 - residual_variance / variance.clamp(min=1e-8)
+
+
+def compute_grpo_advantages(rewards, group_ids, eps=1e-6, normalize_by_std=True):
+    """GRPO advantage of each trajectory: its reward against the other rollouts of the same seed.
 
     StarPO's critic-free variant (REFERENCE.md §6): A_i = (s_i - mean_g) / (std_g + eps), std with
     Bessel's correction over the N rollouts of group g (all rollouts of one prompt/seed must share
     the id, REFERENCE.md §7.9). normalize_by_std=False is Dr. GRPO: mean-centred only, which does
     not up-weight near-deterministic groups. A group whose std is <= eps (a group of one, or all
-    scores equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps.
+    rewards equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps.
     The caller puts A_i on every generated token of trajectory i.
 
-    >>> scores, groups = torch.tensor([1., 0., 1., 1.]), torch.tensor([0, 0, 1, 1])
-    >>> compute_grpo_advantages(scores, groups)  # group 0: mean .5, std sqrt(.5); group 1: equal
+    >>> rewards, groups = torch.tensor([1., 0., 1., 1.]), torch.tensor([0, 0, 1, 1])
+    >>> compute_grpo_advantages(rewards, groups)  # group 0: mean .5, std sqrt(.5); group 1: equal
     tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
-    >>> compute_grpo_advantages(scores, groups, normalize_by_std=False)
+    >>> compute_grpo_advantages(rewards, groups, normalize_by_std=False)
     tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
     """
-    group, mean, std = group_stats(scores, group_ids)
-    centred = scores.double() - mean[group]  # (B,)
+    group, mean, std = group_stats(rewards, group_ids)
+    centred = rewards.double() - mean[group]  # (B,)
     adv = centred / (std[group] + eps) if normalize_by_std else centred
-    return torch.where(std[group] > eps, adv, 0).to(scores.dtype)
+    return torch.where(std[group] > eps, adv, 0).to(rewards.dtype)
 
 
 def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, dual_clip=None,
@@ -261,27 +331,27 @@ def kl_estimate(logp, ref_logp, kind):
 
 
 @torch.no_grad()
-def select_groups_by_reward_std(scores, group_ids, keep_ratio, largest=True):
+def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     """StarPO-S uncertainty filter (Finding 4): keep whole groups whose rollouts disagree most.
 
     U(pi, M, s_0) = Std_{tau ~ pi(.|s_0)}[R(tau)] per group (one group = the N rollouts of one seed,
-    Bessel std, scores including the format penalty). Keeps exactly max(1, int(keep_ratio * G))
+    Bessel std, rewards including the format penalty). Keeps exactly max(1, int(filter_ratio * G))
     of the G groups, those with the largest U (largest=False: the smallest); the paper keeps 25%.
-    A group whose rollouts all score the same teaches nothing and, repeated, drives the Echo Trap.
+    A group whose rollouts all get the same reward teaches nothing and, repeated, drives the Echo Trap.
     Ties in U are broken by the lower group id first. Returns a bool mask (B,) over trajectories.
 
     Groups 0..3 have std .71, 0, 0, 2.12:
-    >>> scores = torch.tensor([1., 0., 1., 1., 0., 0., 3., 0.])
+    >>> rewards = torch.tensor([1., 0., 1., 1., 0., 0., 3., 0.])
     >>> groups = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
-    >>> select_groups_by_reward_std(scores, groups, keep_ratio=0.5)  # groups 3 and 0
+    >>> select_groups_by_reward_std(rewards, groups, filter_ratio=0.5)  # groups 3 and 0
     tensor([ True,  True, False, False, False, False,  True,  True])
-    >>> select_groups_by_reward_std(scores, groups, 0.25, largest=False)  # tie 1 vs 2: lower id
+    >>> select_groups_by_reward_std(rewards, groups, 0.25, largest=False)  # tie 1 vs 2: lower id
     tensor([False, False,  True,  True, False, False, False, False])
     """
-    if not 0.0 < keep_ratio <= 1.0:
-        raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
-    group, _, std = group_stats(scores, group_ids)
-    num_keep = max(1, int(keep_ratio * std.numel()))
+    if not 0.0 < filter_ratio <= 1.0:
+        raise ValueError(f"filter_ratio must be in (0, 1], got {filter_ratio}")
+    group, _, std = group_stats(rewards, group_ids)
+    num_keep = max(1, int(filter_ratio * std.numel()))
     # ---- THE FILTER: rank groups by U; a stable sort keeps lower group ids first among ties ----
     order = torch.sort(std, descending=largest, stable=True).indices  # (G,) groups, best first
     keep_group = torch.zeros_like(std, dtype=torch.bool)

@@ -12,3 +12,21 @@ class Recorder:
         responses = self.policy(contexts)
         self.calls.append((shown, [list(r) for r in responses]))
         return responses
+
+
+def llm_policy(model, chat, cfg, temperature):
+    """rollout.LLMPolicy as the trainer builds it: with rollout.cache=static, a fast_decode.StaticDecoder
+    sized to the first call's batch (the trainer sizes it to its rollout batch)."""
+    import fast_decode
+    import rollout
+
+    policy = rollout.LLMPolicy(model, chat, cfg, temperature)
+    if cfg.rollout.cache != "static":
+        return policy
+
+    def llm_policy(contexts):
+        if policy.decoder is None:
+            policy.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg)
+        return policy(contexts)
+
+    return llm_policy

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedToken
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers import Recorder  # noqa: E402
+from helpers import Recorder, llm_policy  # noqa: E402
 import models  # noqa: E402
 import rollout  # noqa: E402
 import tiny  # noqa: E402
@@ -231,12 +231,12 @@ def test_scripted_rollout_renders_like_the_template(request, style_name):
     eot, other = style.end_of_turn_id, style.token(style.other_stop)
     variants = ["eot", "other", "cut"]
     recorder = Recorder(scripted(style, variants))
-    trajectories = rollout.rollout(recorder, chat, cfg, SEEDS, list(range(len(SEEDS))))
-    assert len(recorder.calls) == 3 and all(len(t["turns"]) == 3 for t in trajectories)
+    trajectories = rollout.play_episodes(recorder, chat, cfg, SEEDS, list(range(len(SEEDS))))
+    assert len(recorder.calls) == 3 and all(len(t.turns) == 3 for t in trajectories)
     eot_text = style.end_of_turn
     seen_ends = set()
     for i, t in enumerate(trajectories):
-        ids, mask = t["ids"], t["mask"]
+        ids, mask = t.ids, t.sampled
         mine = [(contexts[i], responses[i]) for contexts, responses in recorder.calls]
         # exact ids, and the mask is 1 exactly on the returned tokens
         expected_mask = [0] * len(ids)
@@ -267,7 +267,7 @@ def test_scripted_rollout_renders_like_the_template(request, style_name):
             reply = tok.decode(response[:-1] if ended_by_eot else response)  # the other stop token's text stays
             assert reply.startswith("</think><answer>") and eot_text not in reply
             actions = ACTIONS[(i + 2 * k) % 5]
-            assert t["turns"][k]["actions"] == actions and t["turns"][k]["format_ok"]
+            assert t.turns[k].actions == actions and t.turns[k].format_ok
             env_reward = 0.0
             for action in actions:
                 _, reward, terminated, truncated, _ = env.step(action)
@@ -294,7 +294,7 @@ def test_scripted_rollout_renders_like_the_template(request, style_name):
         # the whole trajectory: the rendering up to the last prompt, then the last reply as returned
         last_context, last_response = mine[-1]
         assert tok.decode(ids) == tok.decode(last_context) + tok.decode(last_response)
-        assert t["reward"] == pytest.approx(total, abs=1e-12)
+        assert t.reward == pytest.approx(total, abs=1e-12)
     # every ending was played mid-conversation (where the closing text matters)
     assert {("eot", True), ("other", True), ("cut", True)} <= seen_ends
 
@@ -309,7 +309,7 @@ def test_random_policy_rollout_renders_like_the_template(request, style_name):
     chat = rollout.chat_format(tok, style.generation_config)
     recorder = Recorder(rollout.random_policy(chat, cfg, random.Random(0)))
     seeds = [1, 2, 3]
-    trajectories = rollout.rollout(recorder, chat, cfg, seeds, seeds)
+    trajectories = rollout.play_episodes(recorder, chat, cfg, seeds, seeds)
     for i, t in enumerate(trajectories):
         env = new_env(cfg)
         observation, _ = env.reset(seeds[i])
@@ -317,16 +317,16 @@ def test_random_policy_rollout_renders_like_the_template(request, style_name):
                     {"role": "user", "content": rollout.first_user_message(env)
                      + rollout.turn_message(1, observation, env.max_actions, cfg)}]
         executed = 0
-        for k, turn in enumerate(t["turns"]):
-            response = recorder.calls[k][1][[j for j, u in enumerate(trajectories) if len(u["turns"]) > k].index(i)]
+        for k, turn in enumerate(t.turns):
+            response = recorder.calls[k][1][[j for j, u in enumerate(trajectories) if len(u.turns) > k].index(i)]
             assert response[-1] == style.end_of_turn_id and style.end_of_turn_id not in response[:-1]
             messages.append({"role": "assistant", "content": "<think>" + tok.decode(response[:-1])})
             env_reward, done = 0.0, False
-            for action in turn["actions"]:
+            for action in turn.actions:
                 _, reward, terminated, truncated, _ = env.step(action)
                 env_reward += reward
                 done = terminated or truncated
-            executed += len(turn["actions"])
+            executed += len(turn.actions)
             if done or k + 1 == cfg.env.max_turns:
                 break
             messages.append({"role": "user", "content": rollout.reward_message(env_reward)
@@ -336,8 +336,8 @@ def test_random_policy_rollout_renders_like_the_template(request, style_name):
         rendered = tok.apply_chat_template(messages, tokenize=False)
         assert rendered.endswith(style.end_of_turn + ("\n" if style_name != "llama" else ""))
         expected = rendered[:rendered.rindex(style.end_of_turn)] + style.end_of_turn
-        assert tok.decode(t["ids"]) == expected
-        assert t["ids"].count(style.end_of_turn_id) == expected.count(style.end_of_turn)
+        assert tok.decode(t.ids) == expected
+        assert t.ids.count(style.end_of_turn_id) == expected.count(style.end_of_turn)
 
 
 # ================================================================================================
@@ -429,7 +429,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 
     seen, handle = record_prefill(model)
     try:
-        got = rollout.llm_policy(model, chat, cfg, 0.0)(contexts)
+        got = llm_policy(model, chat, cfg, 0.0)(contexts)
     finally:
         handle.remove()
     assert got == expected
@@ -447,7 +447,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     offset[other] = 6.0
     sampler.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
     torch.manual_seed(1)
-    responses = rollout.llm_policy(sampler, chat, cfg, 1.0)(contexts * 4)
+    responses = llm_policy(sampler, chat, cfg, 1.0)(contexts * 4)
     for response in responses:
         assert 1 <= len(response) <= 8
         assert all(x not in stops for x in response[:-1])
@@ -463,7 +463,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     long_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=40", "rollout.max_context=96")
     forwards, handle = record_prefill(sampler)
     try:
-        assert rollout.llm_policy(sampler, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
+        assert llm_policy(sampler, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
     finally:
         handle.remove()
     calls = len(forwards)
@@ -471,7 +471,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # min_new_tokens bars every stop id, the other one included: 3 tokens, then the forced stop
     min_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3",
                  "rollout.max_context=96")
-    for response in rollout.llm_policy(sampler, chat, min_cfg, 1.0)(contexts):
+    for response in llm_policy(sampler, chat, min_cfg, 1.0)(contexts):
         assert len(response) == 4 and response[-1] == other and not stops & set(response[:3])
 
 
@@ -495,7 +495,7 @@ def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2):
     was_training = model.training
     seen, handle = record_prefill(model)
     try:
-        got = rollout.llm_policy(model, chat, cfg, 0.0)(contexts)
+        got = llm_policy(model, chat, cfg, 0.0)(contexts)
     finally:
         handle.remove()
     assert model.training == was_training

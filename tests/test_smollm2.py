@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import bookkeeping  # noqa: E402
 import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
@@ -44,14 +45,16 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
     exactly the reply, a reply that stops ends with <|im_end|> (never <|im_start|>), the warm-up's
     scripted replies close with <|im_end|>."""
     played = []
-    real_rollout = ragen_mini.rollout
+    real_play = ragen_mini.play_episodes
 
     def recording(policy, chat, cfg, seeds, group_ids):
-        out = real_rollout(policy, chat, cfg, seeds, group_ids)
-        played.append((policy.__qualname__.split(".")[0], chat.tokenizer, [int(s) for s in seeds], out))
+        out = real_play(policy, chat, cfg, seeds, group_ids)
+        kind = "llm_policy" if isinstance(policy, rollout.LLMPolicy) else policy.__qualname__.split(".")[0]
+        played.append((kind, chat.tokenizer, [int(s) for s in seeds], out))
         return out
 
-    monkeypatch.setattr(ragen_mini, "rollout", recording)
+    monkeypatch.setattr(ragen_mini, "play_episodes", recording)
+    monkeypatch.setattr(bookkeeping, "play_episodes", recording)  # the evaluations
     run_dir = tmp_path / "run"
     ragen_mini.main(["--config", str(ROOT / "configs" / "smollm2-bandit.yaml"), *TINY_RUN, f"run_dir={run_dir}"])
 
@@ -60,12 +63,12 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
     for kind, tokenizer, seeds, trajectories in played:
         assert tokenizer.eos_token == "<|im_start|>" and tokenizer.pad_token is None  # the converted tokenizer as it is
         for seed, t in zip(seeds, trajectories):
-            start = t["mask"].index(1) if 1 in t["mask"] else len(t["mask"])
-            reply, prompt = t["ids"][start:], t["ids"][:start]
+            start = t.sampled.index(1) if 1 in t.sampled else len(t.sampled)
+            reply, prompt = t.ids[start:], t.ids[:start]
             env = make_env("bandit")
             env.reset(seed)
             assert tokenizer.decode(prompt) == BANDIT_PROMPT.format(a=env.actions[0], b=env.actions[1])
-            assert t["mask"] == [0] * len(prompt) + [1] * len(reply)  # one turn: the reply is the rest
+            assert t.sampled == [0] * len(prompt) + [1] * len(reply)  # one turn: the reply is the rest
             assert IM_START not in reply
             if kind == "random_policy":  # "</think><answer>Dragon</answer>" then the end-of-turn token
                 assert reply[-1] == IM_END and tokenizer.decode(reply).endswith("</answer><|im_end|>")
@@ -76,7 +79,7 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
     lines = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
     assert [line["iteration"] for line in lines] == [0, 1]
     assert lines[0]["pre_warmup/valid_action_frac"] >= 0 and lines[0]["perf/warmup_s"] > 0
-    trained = sum(t["response_tokens"] for t in played[3][3])  # filter_ratio 1: every training trajectory is kept
+    trained = sum(t.response_tokens for t in played[3][3])  # filter_ratio 1: every training trajectory is kept
     assert lines[1]["perf/trained_tokens"] == trained  # the mask's sum: sampled tokens only
     samples = (run_dir / "samples.md").read_text()
     assert samples.index("# Evaluation before the format warm-up") < samples.index("# Evaluation at iteration 0")

@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import starpo  # noqa: E402
 from starpo import (  # noqa: E402
+    actor_loss, explained_variance, token_level_rewards,
     compute_gae,
     compute_grpo_advantages,
     entropy_from_logits,
@@ -108,19 +109,19 @@ def test_gae_gamma_lambda_one_returns_are_reward_to_go():
 def test_grpo_matches_numpy_group_stats(normalize_by_std):
     # non-contiguous, interleaved ids; group 9 has one member; group 5 has equal rewards
     ids = [7, 3, 7, 3, 9, 7, 5, 5, 5, 3, 7]
-    scores = [1.0, 0.2, 0.0, -1.0, 4.0, 0.5, 0.3, 0.3, 0.3, 2.0, 10.0]
+    rewards = [1.0, 0.2, 0.0, -1.0, 4.0, 0.5, 0.3, 0.3, 0.3, 2.0, 10.0]
     expected = []
-    for s, g in zip(scores, ids):
-        members = np.array([sc for sc, gg in zip(scores, ids) if gg == g])
+    for s, g in zip(rewards, ids):
+        members = np.array([sc for sc, gg in zip(rewards, ids) if gg == g])
         if len(members) < 2 or members.std(ddof=1) < 1e-6:
             expected.append(0.0)
         elif normalize_by_std:
             expected.append((s - members.mean()) / (members.std(ddof=1) + 1e-6))
         else:
             expected.append(s - members.mean())
-    adv = compute_grpo_advantages(torch.tensor(scores), torch.tensor(ids),
+    adv = compute_grpo_advantages(torch.tensor(rewards), torch.tensor(ids),
                                   normalize_by_std=normalize_by_std)
-    assert adv.shape == (len(scores),) and adv.dtype == torch.float32
+    assert adv.shape == (len(rewards),) and adv.dtype == torch.float32
     np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-5, atol=1e-6)
     assert adv[4] == 0 and (adv[6:9] == 0).all()  # size-1 group, equal rewards: exactly 0
 
@@ -282,27 +283,27 @@ def test_kl_estimators_average_to_true_kl():
 # ----------------------------------------------------------------------------- uncertainty filter
 
 
-@pytest.mark.parametrize("keep_ratio", [0.25, 0.3, 0.5, 0.01, 1.0])
+@pytest.mark.parametrize("filter_ratio", [0.25, 0.3, 0.5, 0.01, 1.0])
 @pytest.mark.parametrize("largest", [True, False])
-def test_filter_keeps_the_right_whole_groups(keep_ratio, largest):
+def test_filter_keeps_the_right_whole_groups(filter_ratio, largest):
     rng = np.random.default_rng(5)
     group_names = [11, 2, 40, 7, 3, 25, 8, 19, 5, 30]  # ids in no particular order
     n_per_group = 4
     ids = np.repeat(group_names, n_per_group)
-    scores = rng.integers(0, 3, size=ids.size).astype(float)  # small integers: many exact ties
-    scores[ids == 40] = 1.0  # std 0
-    scores[ids == 3] = 2.0  # std 0, ties with group 40
+    rewards = rng.integers(0, 3, size=ids.size).astype(float)  # small integers: many exact ties
+    rewards[ids == 40] = 1.0  # std 0
+    rewards[ids == 3] = 2.0  # std 0, ties with group 40
     perm = rng.permutation(ids.size)  # trajectories of a group are scattered over the batch
-    ids, scores = ids[perm], scores[perm]
+    ids, rewards = ids[perm], rewards[perm]
 
     def exact_var(g):  # Fraction arithmetic: ties are ties
-        return statistics.variance([Fraction(s) for s in scores[ids == g]])
+        return statistics.variance([Fraction(s) for s in rewards[ids == g]])
 
-    k = max(1, int(keep_ratio * len(group_names)))
+    k = max(1, int(filter_ratio * len(group_names)))
     key = (lambda g: (-exact_var(g), g)) if largest else (lambda g: (exact_var(g), g))
     expected_groups = set(sorted(group_names, key=key)[:k])
 
-    keep = select_groups_by_reward_std(torch.tensor(scores), torch.tensor(ids), keep_ratio, largest=largest)
+    keep = select_groups_by_reward_std(torch.tensor(rewards), torch.tensor(ids), filter_ratio, largest=largest)
     assert keep.dtype == torch.bool and keep.shape == (ids.size,)
     kept_groups = {int(g) for g in ids[keep.numpy()]}
     assert kept_groups == expected_groups and len(kept_groups) == k
@@ -321,7 +322,7 @@ def test_filter_rejects_bad_ratio():
 def test_edge_cases_are_finite():
     # GRPO: a single group of one, a single group of equal rewards
     assert compute_grpo_advantages(torch.tensor([3.0]), torch.tensor([0])).tolist() == [0.0]
-    # 7 equal scores of 0.3: their float32 mean is not exactly 0.3, yet the advantages must be exactly 0
+    # 7 equal rewards of 0.3: their float32 mean is not exactly 0.3, yet the advantages must be exactly 0
     for normalize in (True, False):
         adv = compute_grpo_advantages(torch.full((7,), 0.3), torch.zeros(7, dtype=torch.long),
                                       normalize_by_std=normalize)
@@ -367,3 +368,54 @@ def test_edge_cases_are_finite():
 def test_docstring_examples_are_true():
     result = doctest.testmod(starpo)
     assert result.attempted >= 9 and result.failed == 0
+
+
+def test_token_level_rewards_against_a_loop():
+    """The reward sits on each row's last sampled token; the KL term (if any) on every sampled token."""
+    rng = np.random.default_rng(3)
+    mask = (rng.random((5, 12)) < 0.4).astype(float)
+    mask[:, 0] = 1.0  # every row has a sampled token
+    rewards, kl = rng.normal(size=5), rng.normal(size=(5, 12))
+    got = token_level_rewards(torch.tensor(rewards), torch.tensor(mask), torch.tensor(kl), kl_coef=0.2).numpy()
+    for b in range(5):
+        last = max(t for t in range(12) if mask[b, t])
+        for t in range(12):
+            expected = (rewards[b] if t == last else 0.0) - (0.2 * kl[b, t] if mask[b, t] else 0.0)
+            assert got[b, t] == pytest.approx(expected, abs=1e-12)
+
+
+def test_explained_variance_against_numpy():
+    rng = np.random.default_rng(4)
+    returns, values = rng.normal(size=(3, 9)), rng.normal(size=(3, 9))
+    mask = (rng.random((3, 9)) < 0.6).astype(float)
+    picked = mask.astype(bool)
+    expected = 1 - np.var(returns[picked] - values[picked]) / np.var(returns[picked])
+    got = explained_variance(torch.tensor(returns), torch.tensor(values), torch.tensor(mask))
+    assert float(got) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("estimator", ["gae", "grpo"])
+def test_actor_loss_adds_entropy_bonus_and_grpo_kl_token_by_token(estimator):
+    """Against a per-token loop: clipped term, - entropy_coef x entropy, + kl_coef x k3 (GRPO only)."""
+    rng = np.random.default_rng(5)
+    logp, old_logp, ref_logp = (rng.normal(scale=0.3, size=(2, 7)) - 1 for _ in range(3))
+    advantages, entropy = rng.normal(size=(2, 7)), rng.random((2, 7))
+    mask = (rng.random((2, 7)) < 0.7).astype(float)
+    algo = type("Algo", (), dict(clip_low=0.2, clip_high=0.28, dual_clip=0, entropy_coef=0.01, kl_coef=0.05,
+                                 estimator=estimator))
+    loss, metrics = actor_loss(*(torch.tensor(x) for x in (logp, entropy, old_logp, advantages, mask)), algo,
+                               loss_normalizer=10, ref_logp=torch.tensor(ref_logp))
+    total = 0.0
+    for b in range(2):
+        for t in range(7):
+            if not mask[b, t]:
+                continue
+            r = math.exp(logp[b, t] - old_logp[b, t])
+            a = advantages[b, t]
+            term = max(-a * r, -a * min(max(r, 0.8), 1.28)) - 0.01 * entropy[b, t]
+            if estimator == "grpo":
+                x = ref_logp[b, t] - logp[b, t]
+                term += 0.05 * (math.exp(x) - x - 1)
+            total += term
+    assert float(loss) == pytest.approx(total / 10, rel=1e-9)
+    assert float(metrics["entropy"]) == pytest.approx(entropy[mask.astype(bool)].mean(), rel=1e-9)

@@ -23,7 +23,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers import Recorder  # noqa: E402
+from helpers import Recorder, llm_policy  # noqa: E402
+import bookkeeping  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
@@ -203,9 +204,9 @@ def test_tokenizer_round_trip_vocab_and_template(tok_actor):
     texts = env_texts(cfg) + ["√ P_S ünïcode ✓ 漢字 😀", "  two  spaces\n\n\ttab ", "by ' || '. a , b ! n't"]
     for name in ("bandit", "sokoban", "frozenlake"):  # the full multi-turn texts of random play
         cfg_env = ns(f"env.name={name}", "env.max_turns=3")
-        trajectories = rollout.rollout(rollout.random_policy(chat_of(tok), cfg_env, random.Random(1)), chat_of(tok), cfg_env,
+        trajectories = rollout.play_episodes(rollout.random_policy(chat_of(tok), cfg_env, random.Random(1)), chat_of(tok), cfg_env,
                                        list(range(6)), list(range(6)))
-        texts += [tok.decode(t["ids"]) for t in trajectories]
+        texts += [tok.decode(t.ids) for t in trajectories]
     assert any("√" in text for text in texts)
     assert any("<|im_start|>assistant\n<think>" in text for text in texts)
     for text in texts:
@@ -271,15 +272,15 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
     im_start = tok.convert_tokens_to_ids("<|im_start|>")
     # which trajectories were live at call k: those with at least k turns, in order
     for k, (contexts, responses) in enumerate(recorder.calls, 1):
-        live = [i for i, t in enumerate(trajectories) if len(t["turns"]) >= k]
+        live = [i for i, t in enumerate(trajectories) if len(t.turns) >= k]
         assert len(contexts) == len(responses) == len(live)
     for i, t in enumerate(trajectories):
-        assert t["seed"] == int(seeds[i]) and t["group"] == int(groups[i])
-        ids, mask = t["ids"], t["mask"]
+        assert t.seed == int(seeds[i]) and t.group == int(groups[i])
+        ids, mask = t.ids, t.sampled
         assert len(ids) == len(mask) and set(mask) <= {0, 1}
         mine = []  # (context, response) of this trajectory
         for k, (contexts, responses) in enumerate(recorder.calls, 1):
-            live = [j for j, u in enumerate(trajectories) if len(u["turns"]) >= k]
+            live = [j for j, u in enumerate(trajectories) if len(u.turns) >= k]
             if i in live:
                 mine.append((contexts[live.index(i)], responses[live.index(i)]))
         # the exact ids: the k-th context is a prefix of ids, followed by the k-th response
@@ -298,7 +299,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
             assert eos not in response[:-1]
 
         # independent replay of the recorded answers through a fresh env
-        env, observation = replay_env(cfg, t["seed"])
+        env, observation = replay_env(cfg, t.seed)
         first = rollout.first_user_message(env) + rollout.turn_message(1, observation, env.max_actions, cfg)
         assert tok.decode(mine[0][0]) == (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{first}"
                                           f"<|im_end|>\n<|im_start|>assistant\n{prefix}")
@@ -327,8 +328,8 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
                                                f"<|im_start|>assistant\n{prefix}")
                 assert all(m == 0 for m in mask[len(context) + len(response):len(mine[k][0])])
         assert env.done or len(mine) == cfg.env.max_turns  # it ended for a reason
-        assert t["reward"] == pytest.approx(total, abs=1e-9)
-        assert t["success"] == success
+        assert t.reward == pytest.approx(total, abs=1e-9)
+        assert t.success == success
 
 
 def test_grid_cells_are_single_tokens(tok_actor):
@@ -364,16 +365,16 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     cfg = ns("env.name=frozenlake", "env.max_turns=3", "warmup.steps=1", "warmup.batch_size=4",
              "algo.micro_batch_size=4", f"warmup.env_text={str(env_text).lower()}")
     played, masks = [], []
-    real_rollout, real_logprobs = ragen_mini.rollout, ragen_mini.token_logprobs
-    monkeypatch.setattr(ragen_mini, "rollout", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
+    real_rollout, real_logprobs = ragen_mini.play_episodes, ragen_mini.token_logprobs
+    monkeypatch.setattr(ragen_mini, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
     monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, att, mask, *a: masks.append(mask.clone())
                         or real_logprobs(m, ids, att, mask, *a))
     ragen_mini.format_warmup(copy.deepcopy(actor), chat_of(tok), cfg, CPU)
     (mask,) = masks
-    assert any(len(t["turns"]) > 1 for t in played)  # multi-turn: env replies sit between answers
+    assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
     for row, t in zip(mask.tolist(), played):
-        first_answer = t["mask"].index(1)
-        expected = [float(j >= first_answer if env_text else t["mask"][j]) for j in range(1, len(t["ids"]))]
+        first_answer = t.sampled.index(1)
+        expected = [float(j >= first_answer if env_text else t.sampled[j]) for j in range(1, len(t.ids))]
         assert row[:len(expected)] == expected
         assert not any(row[len(expected):])
 
@@ -391,11 +392,11 @@ def test_rollout_masks_ids_and_rewards_scripted(tok_actor, env_name, think, extr
     names = make_env(env_name).actions
     recorder = Recorder(scripted_policy(tok, names, think, random.Random(7)))
     seeds, groups = np.repeat([11, 12, 13], 4), np.repeat([0, 1, 2], 4)
-    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
+    trajectories = rollout.play_episodes(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     assert len(recorder.calls) >= 2
-    turns = [turn for t in trajectories for turn in t["turns"]]
-    assert any(turn["format_ok"] for turn in turns) and any(not turn["format_ok"] for turn in turns)
+    turns = [turn for t in trajectories for turn in t.turns]
+    assert any(turn.format_ok for turn in turns) and any(not turn.format_ok for turn in turns)
     assert any(r == [] for _, rs in recorder.calls for r in rs) or env_name == "bandit"
 
 
@@ -405,9 +406,9 @@ def test_rollout_masks_ids_and_rewards_random_policy(tok_actor, env_name):
     cfg = ns(f"env.name={env_name}", "env.max_turns=3")
     recorder = Recorder(rollout.random_policy(chat_of(tok), cfg, random.Random(3)))
     seeds, groups = np.repeat([5, 6], 4), np.repeat([0, 1], 4)
-    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
+    trajectories = rollout.play_episodes(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
-    assert all(turn["format_ok"] for t in trajectories for turn in t["turns"])
+    assert all(turn.format_ok for t in trajectories for turn in t.turns)
 
 
 def test_rollout_masks_with_llm_policy(tok_actor):
@@ -415,9 +416,9 @@ def test_rollout_masks_with_llm_policy(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8")
     model = eos_boosted(actor, tok)
     torch.manual_seed(0)
-    recorder = Recorder(rollout.llm_policy(model, chat_of(tok), cfg, 1.0))
+    recorder = Recorder(llm_policy(model, chat_of(tok), cfg, 1.0))
     seeds, groups = np.repeat([21, 22], 4), np.repeat([0, 1], 4)
-    trajectories = rollout.rollout(recorder, chat_of(tok), cfg, seeds, groups)
+    trajectories = rollout.play_episodes(recorder, chat_of(tok), cfg, seeds, groups)
     check_rollout(tok, cfg, trajectories, recorder, seeds, groups)
     responses = [r for _, rs in recorder.calls for r in rs]
     for response in responses:  # up to and including the first EOS, or max_new_tokens without one
@@ -450,7 +451,7 @@ def test_sampling_is_exactly_softmax_over_temperature(tok_actor, cache):
     assert len(contexts[1]) > len(contexts[0]) + 5
     T, M = 0.7, 2000
     torch.manual_seed(0)
-    responses = rollout.llm_policy(model, chat_of(tok), cfg, T)(contexts * M)  # rows alternate: short, long, ...
+    responses = llm_policy(model, chat_of(tok), cfg, T)(contexts * M)  # rows alternate: short, long, ...
     assert all(len(r) == 1 for r in responses)
     for k, context in enumerate(contexts):
         with torch.no_grad():
@@ -518,7 +519,7 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tok
     expected = [greedy_plain(model, tok, context, 8, min_new_tokens) for context in contexts]
     assert any(e[-1] == tok.eos_token_id for e in expected) and any(e[-1] != tok.eos_token_id for e in expected)
     for _ in range(2):  # twice: a second turn reuses the static decoder
-        assert rollout.llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
+        assert llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
 
 
 
@@ -535,7 +536,7 @@ def test_static_decoder_stops_at_the_finished_check_once_every_row_ended(tok_act
     forwards = []
     hook = model.register_forward_hook(lambda *args: forwards.append(1))
     try:
-        assert rollout.llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
+        assert llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
     finally:
         hook.remove()
     assert len(forwards) == 1 + 31  # the prefill, then a decoding step for tokens 2..32; none for 33..40
@@ -581,15 +582,15 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         expected.append([float(torch.log_softmax(s / T, -1)[y]) for s, y in zip(steps, new)])
         unpadded = direct_logprobs(model, c + new, T)  # the same numbers without any padding
         assert [float(unpadded[len(c) - 1 + s, y]) for s, y in enumerate(new)] == pytest.approx(expected[-1], abs=1e-4)
-        trajectories.append(dict(ids=c + new, mask=[0] * len(c) + [1] * len(new), reward=0.0, group=0))
+        trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        logp, _ = ragen_mini.token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                            batch["response_mask"], T, False)
+        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.attention_mask,
+                                            batch.response_mask, T, False)
     for i in range(2):
-        got = logp[i][batch["response_mask"][i].bool()].tolist()
+        got = logp[i][batch.response_mask[i].bool()].tolist()
         assert got == pytest.approx(expected[i], abs=1e-4)
-    assert (logp[batch["response_mask"] == 0] == 0).all()
+    assert (logp[batch.response_mask == 0] == 0).all()
 
 
 # ================================================================================================
@@ -597,17 +598,17 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
 # ================================================================================================
 def real_batch(tok, actor, cfg, critic=None, seeds=(3, 4), policy=None):
     N = cfg.rollout.group_size
-    policy = policy or rollout.llm_policy(actor, chat_of(tok), cfg, cfg.rollout.temperature)
-    trajectories = rollout.rollout(policy, chat_of(tok), cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
+    policy = policy or llm_policy(actor, chat_of(tok), cfg, cfg.rollout.temperature)
+    trajectories = rollout.play_episodes(policy, chat_of(tok), cfg, np.repeat(seeds, N), np.repeat(np.arange(len(seeds)), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
-    ragen_mini.score_batch(batch, actor, critic, None, cfg, CPU)
+    ragen_mini.old_logprobs_and_values(batch, actor, critic, None, cfg, CPU)
     ragen_mini.compute_advantages(batch, cfg)
     return trajectories, batch
 
 
 def response_positions(t):
     """Positions j on the (T-1) grid whose NEXT token t['ids'][j+1] was sampled."""
-    return [j for j in range(len(t["ids"]) - 1) if t["mask"][j + 1] == 1]
+    return [j for j in range(len(t.ids) - 1) if t.sampled[j + 1] == 1]
 
 
 def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
@@ -618,13 +619,13 @@ def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
     torch.manual_seed(0)
     critic = ragen_mini.build_critic(cfg, actor, CPU)
     trajectories, batch = real_batch(tok, actor, cfg, critic)
-    assert len({len(t["ids"]) for t in trajectories}) > 2
+    assert len({len(t.ids) for t in trajectories}) > 2
     # the rollout log-probs equal a plain forward of each unpadded trajectory at the sampling temperature
     for b, t in enumerate(trajectories):
-        direct = direct_logprobs(actor, t["ids"], 0.7)
+        direct = direct_logprobs(actor, t.ids, 0.7)
         positions = response_positions(t)
-        assert batch["old_logp"][b, positions].tolist() == pytest.approx(
-            [float(direct[j, t["ids"][j + 1]]) for j in positions], abs=1e-4)
+        assert batch.old_logp[b, positions].tolist() == pytest.approx(
+            [float(direct[j, t.ids[j + 1]]) for j in positions], abs=1e-4)
 
     calls, steps = [], []
     real_loss = starpo.policy_loss
@@ -656,33 +657,33 @@ def test_gae_advantages_skip_observation_tokens(tok_actor):
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)  # a critic with something to say
     torch.nn.init.constant_(critic.value_head.bias, 0.1)
     trajectories, batch = real_batch(tok, actor, cfg, critic)
-    assert max(len(t["turns"]) for t in trajectories) >= 2  # observation tokens between responses
+    assert max(len(t.turns) for t in trajectories) >= 2  # observation tokens between responses
     raw, positions_all = [], []
     for b, t in enumerate(trajectories):
         with torch.no_grad():
-            hidden = critic.backbone(torch.tensor([t["ids"]])).last_hidden_state
+            hidden = critic.backbone(torch.tensor([t.ids])).last_hidden_state
             values = critic.value_head(hidden)[0, :, 0].double()
         positions = response_positions(t)
-        assert batch["values"][b, positions].tolist() == pytest.approx(values[positions].tolist(), abs=1e-4)
-        last = max(i for i, m in enumerate(t["mask"]) if m) - 1  # the last sampled token, on the T-1 grid
+        assert batch.values[b, positions].tolist() == pytest.approx(values[positions].tolist(), abs=1e-4)
+        last = max(i for i, m in enumerate(t.sampled) if m) - 1  # the last sampled token, on the T-1 grid
         assert last == positions[-1]
         advantages, next_value, next_adv = {}, 0.0, 0.0
         for j in reversed(positions):  # observation tokens are not time steps: jump over them
-            reward = t["reward"] if j == last else 0.0
+            reward = t.reward if j == last else 0.0
             delta = reward + 0.9 * next_value - float(values[j])
             next_adv = delta + 0.9 * 0.8 * next_adv
             next_value = float(values[j])
             advantages[j] = next_adv
         expected_returns = [advantages[j] + float(values[j]) for j in positions]
-        assert batch["returns"][b, positions].tolist() == pytest.approx(expected_returns, abs=1e-4)
+        assert batch.returns[b, positions].tolist() == pytest.approx(expected_returns, abs=1e-4)
         raw += [advantages[j] for j in positions]
         positions_all.append(positions)
     raw = np.array(raw)
     whitened = (raw - raw.mean()) / np.sqrt(raw.var(ddof=1) + 1e-8)
-    got = np.concatenate([batch["advantages"][b, p].numpy() for b, p in enumerate(positions_all)])
+    got = np.concatenate([batch.advantages[b, p].numpy() for b, p in enumerate(positions_all)])
     np.testing.assert_allclose(got, whitened, atol=1e-4)
-    mask = batch["response_mask"].bool()
-    assert (batch["advantages"][~mask] == 0).all() and (batch["returns"][~mask] == 0).all()
+    mask = batch.response_mask.bool()
+    assert (batch.advantages[~mask] == 0).all() and (batch.returns[~mask] == 0).all()
     assert abs(got.mean()) < 1e-4 and abs(got.std(ddof=1) - 1) < 1e-3
 
 
@@ -691,21 +692,21 @@ def test_grpo_advantages_and_reward_position(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=3", "algo.estimator=grpo", "algo.filter_ratio=1.0")
     N = cfg.rollout.group_size
     seeds = [7, 8, 9]
-    trajectories = rollout.rollout(rollout.random_policy(chat_of(tok), cfg, random.Random(0)), chat_of(tok), cfg,
+    trajectories = rollout.play_episodes(rollout.random_policy(chat_of(tok), cfg, random.Random(0)), chat_of(tok), cfg,
                                    np.repeat(seeds, N), np.repeat(np.arange(3), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
-    batch["old_logp"] = batch["ref_logp"] = torch.zeros_like(batch["response_mask"])
+    batch.old_logp = batch.ref_logp = torch.zeros_like(batch.response_mask)
     ragen_mini.compute_advantages(batch, cfg)
-    rewards = [t["reward"] for t in trajectories]
+    rewards = [t.reward for t in trajectories]
     assert any(len(set(rewards[g * N:(g + 1) * N])) > 1 for g in range(3))  # some signal
     for b, t in enumerate(trajectories):
         group = rewards[(b // N) * N:(b // N + 1) * N]
         std = statistics.stdev(group)
-        expected = 0.0 if std <= 1e-6 else (t["reward"] - statistics.mean(group)) / (std + 1e-6)
+        expected = 0.0 if std <= 1e-6 else (t.reward - statistics.mean(group)) / (std + 1e-6)
         positions = response_positions(t)
-        assert batch["advantages"][b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-5)
-        others = [j for j in range(batch["response_mask"].shape[1]) if j not in positions]
-        assert (batch["advantages"][b, others] == 0).all()
+        assert batch.advantages[b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-5)
+        others = [j for j in range(batch.response_mask.shape[1]) if j not in positions]
+        assert (batch.advantages[b, others] == 0).all()
 
 
 def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
@@ -719,7 +720,7 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
     critic = ragen_mini.build_critic(ns(*base), actor, CPU)
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)
     _, batch = real_batch(tok, actor, ns(*base, "algo.micro_batch_size=8"), critic)
-    assert len(set(batch["response_mask"].sum(-1).tolist())) > 2
+    assert len(set(batch.response_mask.sum(-1).tolist())) > 2
     steps = {}
     for micro in (8, 3, 1):
         a, c = copy.deepcopy(actor), copy.deepcopy(critic)
@@ -777,11 +778,11 @@ def test_non_finite_update_is_skipped_with_a_warning(tok_actor, monkeypatch, cor
                       cfg, CPU, torch.Generator().manual_seed(0))
     assert any(not torch.equal(before[k], v) for k, v in clean.state_dict().items())
 
-    row, col = torch.nonzero(batch["response_mask"])[3].tolist()
+    row, col = torch.nonzero(batch.response_mask)[3].tolist()
     if corruption == "nan_advantage":
-        batch["advantages"][row, col] = float("nan")
+        batch.advantages[row, col] = float("nan")
     elif corruption == "inf_advantage":
-        batch["advantages"][row, col] = float("inf")
+        batch.advantages[row, col] = float("inf")
     else:
         real_loss = starpo.policy_loss
 
@@ -819,14 +820,15 @@ ENV_OVERRIDES = {"bandit": BANDIT, "sokoban": ["env.name=sokoban"], "frozenlake"
 @pytest.mark.parametrize("env_name", ["bandit", "sokoban", "frozenlake"])
 def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
     calls = []
-    real_rollout = ragen_mini.rollout
+    real_rollout = ragen_mini.play_episodes
 
     def recording_rollout(policy, chat, cfg, seeds, group_ids):
         out = real_rollout(policy, chat, cfg, seeds, group_ids)
         calls.append(([int(s) for s in seeds], [int(g) for g in group_ids], out))
         return out
 
-    monkeypatch.setattr(ragen_mini, "rollout", recording_rollout)
+    monkeypatch.setattr(ragen_mini, "play_episodes", recording_rollout)
+    monkeypatch.setattr(bookkeeping, "play_episodes", recording_rollout)  # the evaluations
     overrides = [*ENV_OVERRIDES[env_name], f"algo.estimator={estimator}"]
     if env_name == "sokoban":
         overrides.append("warmup.steps=2")  # the format warm-up path too
@@ -866,8 +868,8 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
             members = [s for s, gg in zip(seeds, groups) if gg == g]
             assert len(members) == N and len(set(members)) == 1 and members[0] < offset
         assert len({s for s in seeds}) == P
-        assert [(t["seed"], t["group"]) for t in trajectories] == list(zip(seeds, groups))
-        assert line["rollout/reward_mean"] == pytest.approx(np.mean([t["reward"] for t in trajectories]))
+        assert [(t.seed, t.group) for t in trajectories] == list(zip(seeds, groups))
+        assert line["rollout/reward_mean"] == pytest.approx(np.mean([t.reward for t in trajectories]))
 
 
 # ================================================================================================
@@ -919,23 +921,23 @@ def test_zero_signal_is_reported_once_per_stretch_and_recorded(tmp_path, monkeyp
     rewards differ, and there is nothing to learn from. The run says so once per such stretch (with the
     valid-answer fraction) and records it in the metrics; one iteration with a reward difference ends the
     stretch. Iterations 1, 3, 4 have equal rewards; iteration 2 gets one changed reward."""
-    real_rollout, training_calls = ragen_mini.rollout, []
+    real_rollout, training_calls = ragen_mini.play_episodes, []
 
     def rollout_with_a_difference_at_iteration_2(policy, chat, cfg, seeds, group_ids):
         out = real_rollout(policy, chat, cfg, seeds, group_ids)
         training_calls.append(out)
         if len(training_calls) == 2:
-            out[0]["reward"] += 1.0
+            out[0].reward += 1.0
         return out
 
-    monkeypatch.setattr(ragen_mini, "rollout", rollout_with_a_difference_at_iteration_2)
+    monkeypatch.setattr(ragen_mini, "play_episodes", rollout_with_a_difference_at_iteration_2)
     run_dir = run_main(tmp_path, *BANDIT, "eval.every=0", "train.iterations=4")
     lines = read_lines(run_dir)
     expected = []
     for trajectories in training_calls:  # by hand: is every group's set of rewards a single value?
         groups = {}
         for t in trajectories:
-            groups.setdefault(t["group"], set()).add(t["reward"])
+            groups.setdefault(t.group, set()).add(t.reward)
         expected.append(float(all(len(rewards) == 1 for rewards in groups.values())))
     assert expected == [1.0, 0.0, 1.0, 1.0]
     assert [line["rollout/zero_signal"] for line in lines] == expected
@@ -998,7 +1000,7 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
     common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=2", "eval.every=3",
               "train.iterations=4"]
     run_a = run_main(tmp_path, *common, name="a")
-    real_rollout, training_calls = ragen_mini.rollout, []
+    real_rollout, training_calls = ragen_mini.play_episodes, []
 
     def crashing_rollout(policy, chat, cfg, seeds, group_ids):
         training_calls.append(len(seeds) == 8)  # P x N = 2 x 4; evaluations roll out 4 seeds
@@ -1006,12 +1008,12 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
             raise RuntimeError("simulated crash")
         return real_rollout(policy, chat, cfg, seeds, group_ids)
 
-    monkeypatch.setattr(ragen_mini, "rollout", crashing_rollout)
+    monkeypatch.setattr(ragen_mini, "play_episodes", crashing_rollout)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_main(tmp_path, *common, name="b")
     run_b = tmp_path / "b"
     assert [line["iteration"] for line in read_lines(run_b)] == [0, 1, 2, 3]
-    monkeypatch.setattr(ragen_mini, "rollout", real_rollout)
+    monkeypatch.setattr(ragen_mini, "play_episodes", real_rollout)
     ragen_mini.main(["--resume", str(run_b)])
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
     assert [line["iteration"] for line in lines_b] == [0, 1, 2, 3, 4]
@@ -1090,7 +1092,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=0", "eval.every=2",
               "train.iterations=3"]
     run_a = run_main(tmp_path, *common, name="a")
-    real_rollout, calls = ragen_mini.rollout, []
+    real_rollout, calls = ragen_mini.play_episodes, []
 
     def rollout_pressing_ctrl_c(presses):
         def wrapped(policy, chat, cfg, seeds, group_ids):
@@ -1102,7 +1104,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
             return real_rollout(policy, chat, cfg, seeds, group_ids)
         return wrapped
 
-    monkeypatch.setattr(ragen_mini, "rollout", rollout_pressing_ctrl_c(1))
+    monkeypatch.setattr(ragen_mini, "play_episodes", rollout_pressing_ctrl_c(1))
     with pytest.raises(SystemExit) as stopped:
         run_main(tmp_path, *common, name="b")
     assert stopped.value.code == 130
@@ -1110,7 +1112,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     out = capsys.readouterr().out
     assert "Ctrl-C: the run stops after this iteration" in out and f"--resume {run_b}" in out
     assert torch.load(run_b / "checkpoint" / "state.pt", weights_only=False)["iteration"] == 2
-    monkeypatch.setattr(ragen_mini, "rollout", real_rollout)
+    monkeypatch.setattr(ragen_mini, "play_episodes", real_rollout)
     ragen_mini.main(["--resume", str(run_b)])
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
     assert [line["iteration"] for line in lines_b] == [0, 1, 2, 3]
@@ -1118,7 +1120,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     assert {k: v for k, v in lines_b[3].items() if not k.startswith("perf/")} == pytest.approx(same, rel=1e-6, abs=1e-9)
 
     calls.clear()
-    monkeypatch.setattr(ragen_mini, "rollout", rollout_pressing_ctrl_c(2))
+    monkeypatch.setattr(ragen_mini, "play_episodes", rollout_pressing_ctrl_c(2))
     with pytest.raises(KeyboardInterrupt):
         run_main(tmp_path, *common, name="c")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
@@ -1226,12 +1228,12 @@ def test_gradient_checkpointing_keeps_generation_intact(tmp_path, cache):
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
     cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.cache={cache}", "rollout.max_new_tokens=6"))
     tokenizer, actor = ragen_mini.load_models(cfg, CPU)
-    contexts = [rollout.rollout(rollout.random_policy(chat_of(tokenizer), cfg, random.Random(0)), chat_of(tokenizer), cfg,
-                                [s], [s])[0]["ids"][:60 + 9 * s] for s in range(3)]
-    plain = rollout.llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
+    contexts = [rollout.play_episodes(rollout.random_policy(chat_of(tokenizer), cfg, random.Random(0)), chat_of(tokenizer), cfg,
+                                [s], [s])[0].ids[:60 + 9 * s] for s in range(3)]
+    plain = llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
     actor.gradient_checkpointing_enable()
     actor.train()
-    checkpointed = rollout.llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
+    checkpointed = llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)
     assert checkpointed == plain
     assert actor.training  # the policy restores the mode it found
 
