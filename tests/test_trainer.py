@@ -1126,6 +1126,26 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
 
 
+def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, capsys):
+    """--eval RUN_DIR eval.k=3: k rollouts per evaluation seed with the saved actor; eval/success is their
+    mean and eval/pass@3 the fraction of seeds solved at least once, both recomputed here from the
+    recorded trajectories; the line is printed and appended to RUN_DIR/eval.jsonl."""
+    run_a, _ = resume_runs
+    played = []
+    real_play = bookkeeping.play_episodes
+    monkeypatch.setattr(bookkeeping, "play_episodes", lambda *a: played.extend(real_play(*a)) or played[-len(a[3]):])
+    line = ragen_mini.main(["--eval", str(run_a), "eval.k=3", "eval.num_seeds=6", "rollout.temperature=1.0",
+                            "eval.temperature=1.0"])
+    seeds = sorted({t.seed for t in played})
+    assert seeds == list(range(1000000, 1000006)) and len(played) == 18
+    assert all(sum(t.seed == seed for t in played) == 3 for seed in seeds)
+    assert line["iteration"] == 2 and line["eval.k"] == 3
+    assert line["eval/success"] == pytest.approx(sum(t.success for t in played) / 18)
+    assert line["eval/pass@3"] == pytest.approx(sum(any(t.success for t in played if t.seed == s) for s in seeds) / 6)
+    assert json.loads((run_a / "eval.jsonl").read_text().splitlines()[-1]) == line
+    assert json.dumps(line) in capsys.readouterr().out and (run_a / "eval_samples.md").exists()
+
+
 def test_checkpoint_loads_with_auto_classes(resume_runs):
     """checkpoint/actor is a working from_pretrained directory whose tokenizer is the one that trained."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
