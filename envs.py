@@ -1,7 +1,7 @@
 """The three text environments of RAGEN (Bandit, Sokoban, FrozenLake) and the answer parser.
 
 Everything the agent sees is plain text: `render()` returns the state (a grid, or the bandit's arms)
-and the trainer wraps it in the prompt of REFERENCE.md §2 using each env's `instruction`, `symbols`
+and the trainer wraps it in the prompt of docs/paper.md §2 using each env's `instruction`, `symbols`
 and `actions`. The API follows gymnasium's order without depending on it:
 
     env = make_env("sokoban", dim_room=6, num_boxes=1, max_actions=10)
@@ -436,7 +436,7 @@ def make_env(name, **kwargs):
 
 
 # ----------------------------------------------------------------------------------------------
-# Parsing the model's reply (REFERENCE.md §2, as RAGEN's code does it).
+# Parsing the model's reply (docs/paper.md §2, as RAGEN's code does it).
 
 ParsedAnswer = namedtuple("ParsedAnswer", ["think", "actions", "format_ok"])
 _SPACE_THEN_ANSWER = re.compile(r"\s*<answer>")

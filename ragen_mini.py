@@ -50,7 +50,7 @@ from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_po
 # ======================================================================================================
 # Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
-# because the logits at position t predict token t+1 (REFERENCE.md §7.4).
+# because the logits at position t predict token t+1 (docs/paper.md §7.4).
 # ======================================================================================================
 @dataclass
 class Batch:
@@ -85,7 +85,7 @@ def collate(trajectories, pad_id, device):
 
 
 def hidden_states(backbone, input_ids, attention_mask):
-    """(b, T, H) last hidden states. Position ids are passed explicitly (REFERENCE.md §7.3)."""
+    """(b, T, H) last hidden states. Position ids are passed explicitly (docs/paper.md §7.3)."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
 
@@ -95,7 +95,7 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
     only for response tokens, chunk by chunk, and with gradients the chunk is recomputed in backward
-    (checkpoint) instead of stored, so memory holds the hidden states alone (REFERENCE.md §7.11).
+    (checkpoint) instead of stored, so memory holds the hidden states alone (docs/paper.md §7.11).
     The temperature is the sampler's: the ratio must compare the very distribution that sampled.
     """
     hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
@@ -180,7 +180,7 @@ def compute_advantages(batch, cfg):
 # ======================================================================================================
 # Update: PPO epochs over mini-batches; each mini-batch is accumulated over micro-batches whose losses
 # are normalised by the mini-batch's token count, so their sum is exactly the mini-batch token mean
-# (REFERENCE.md §7.8). Actor and critic have their own optimisers and gradient clipping.
+# (docs/paper.md §7.8). Actor and critic have their own optimisers and gradient clipping.
 # ======================================================================================================
 def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     """algo.ppo_epochs passes over the batch in shuffled mini-batches: one actor step, then one critic

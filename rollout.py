@@ -3,7 +3,7 @@
 Every live trajectory advances one turn per batched policy call: the model answers
 `<think>..</think><answer>a || b</answer>`, the env executes the actions, and the reward and next state
 come back as the next user message. A trajectory is kept as the exact token ids the model saw and
-produced, marked 1 only where the model sampled them (REFERENCE.md §7.5-7.7).
+produced, marked 1 only where the model sampled them (docs/paper.md §7.5-7.7).
 
     chat = chat_format(tokenizer, model.generation_config)
     trajectories = play_episodes(LLMPolicy(model, chat, cfg, temperature), chat, cfg, seeds, group_ids)
@@ -26,7 +26,7 @@ from config import ConfigError, new_env
 from envs import make_env, parse_answer, random_turn_actions
 
 # ======================================================================================================
-# The paper's prompts, word for word (REFERENCE.md §2): they are part of the experiment, like a
+# The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
 # hyper-parameter, so even their typos ("Forbid the whole") stay.
 # ======================================================================================================
 SYSTEM_PROMPT = "You're a helpful assistant. "

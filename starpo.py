@@ -5,7 +5,7 @@ it maximises J_StarPO(theta) = E_{M, tau ~ pi_theta}[R(tau)], where tau = (s_0, 
 is the WHOLE multi-turn interaction (observations, <think> reasoning, actions, rewards), treated as
 one token sequence. Every function here works on that flattened sequence: per-token tensors are
 (B, T), one row per trajectory, and `response_mask` is 1 on the tokens the model generated and 0 on
-prompt, observation and padding tokens (only the model's own tokens are trained, REFERENCE.md §7.7).
+prompt, observation and padding tokens (only the model's own tokens are trained, docs/paper.md §7.7).
 
 Paper idea                                                   -> function
 StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
@@ -19,8 +19,8 @@ How well the critic predicts the returns                     -> explained_varian
 StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
 StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
-Token means over the whole mini-batch (REFERENCE.md §7.8)    -> masked_mean, masked_whiten
-(Findings are numbered as on the RAGEN poster, shared/seeds; formulas follow REFERENCE.md §6.)
+Token means over the whole mini-batch (docs/paper.md §7.8)    -> masked_mean, masked_whiten
+(Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
 
 Conventions (the trainer relies on them):
 - Losses are sum(L * mask) / loss_normalizer, where loss_normalizer is the number of response
@@ -37,7 +37,7 @@ LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 5e8: far outside any clip range, still finit
 
 
 def masked_mean(x, mask):
-    """Mean of x over the positions where mask is 1 (REFERENCE.md §6, "masked token mean").
+    """Mean of x over the positions where mask is 1 (docs/paper.md §6, "masked token mean").
 
     >>> masked_mean(torch.tensor([[1., 2., 3.]]), torch.tensor([[1., 1., 0.]]))
     tensor(1.5000)
@@ -51,7 +51,7 @@ def _masked_sum(x, mask):
 
 
 def _aggregate(per_token, mask, loss_normalizer):
-    """sum(L * mask) / loss_normalizer (REFERENCE.md §7.8): a per-micro-batch token mean would give
+    """sum(L * mask) / loss_normalizer (docs/paper.md §7.8): a per-micro-batch token mean would give
     a micro-batch with few tokens as much weight as one with many, biasing the accumulated gradient."""
     if loss_normalizer is None:
         n_tokens = mask.sum()
@@ -63,7 +63,7 @@ def _aggregate(per_token, mask, loss_normalizer):
 def masked_whiten(x, mask):
     """(x - mean) / sqrt(var + 1e-8) over the masked tokens; masked-out positions become 0.
 
-    Used on PPO advantages after GAE (REFERENCE.md §6). The variance has Bessel's correction, as in
+    Used on PPO advantages after GAE (docs/paper.md §6). The variance has Bessel's correction, as in
     verl's and TRL's masked_whiten. One or zero masked tokens give all zeros, not NaN.
 
     >>> masked_whiten(torch.tensor([[1., 3., 100.]]), torch.tensor([[1., 1., 0.]]))
@@ -78,7 +78,7 @@ def masked_whiten(x, mask):
 def compute_gae(token_rewards, values, response_mask, gamma, lam):
     """Token-level GAE over a whole multi-turn trajectory, jumping over observation tokens.
 
-    StarPO's PPO variant (REFERENCE.md §6): walking t from the end,
+    StarPO's PPO variant (docs/paper.md §6): walking t from the end,
         delta_t = r_t + gamma * V_next - V_t,     A_t = delta_t + gamma * lam * A_next,
     where V_next / A_next belong to the next RESPONSE token (0 past the last one): observation
     tokens were written by the environment, not chosen by the policy, so they are not time steps;
@@ -199,9 +199,9 @@ def explained_variance(returns, values, response_mask):
 def compute_grpo_advantages(rewards, group_ids, eps=1e-6, normalize_by_std=True):
     """GRPO advantage of each trajectory: its reward against the other rollouts of the same seed.
 
-    StarPO's critic-free variant (REFERENCE.md §6): A_i = (s_i - mean_g) / (std_g + eps), std with
+    StarPO's critic-free variant (docs/paper.md §6): A_i = (s_i - mean_g) / (std_g + eps), std with
     Bessel's correction over the N rollouts of group g (all rollouts of one prompt/seed must share
-    the id, REFERENCE.md §7.9). normalize_by_std=False is Dr. GRPO: mean-centred only, which does
+    the id, docs/paper.md §7.9). normalize_by_std=False is Dr. GRPO: mean-centred only, which does
     not up-weight near-deterministic groups. A group whose std is <= eps (a group of one, or all
     rewards equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps.
     The caller puts A_i on every generated token of trajectory i.
@@ -223,7 +223,7 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
     """PPO clipped surrogate with decoupled clip range (StarPO-S clip-higher) and optional dual clip.
 
     r = exp(logp - old_logp);  L = max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))
-    (REFERENCE.md §6). Finding 5: clip_high > clip_low (0.28 vs 0.2, from DAPO) lets a good
+    (docs/paper.md §6). Finding 5: clip_high > clip_low (0.28 vs 0.2, from DAPO) lets a good
     low-probability token grow further before its gradient is cut, which keeps exploring and
     delays the Echo Trap collapse. Dual clip (A < 0 only): L = min(L, -A * dual_clip), so a token
     whose ratio exploded cannot produce an unbounded loss. Where a clip is active the gradient is 0.
@@ -272,7 +272,7 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
 def value_loss(values, old_values, returns, response_mask, clip_range, loss_normalizer=None):
     """Clipped critic loss of StarPO's PPO variant (StarPO-S keeps the critic, Finding 1).
 
-    0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) per token (REFERENCE.md §6, c = 0.5):
+    0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) per token (docs/paper.md §6, c = 0.5):
     the critic may move at most c from its rollout-time prediction before its gradient is cut.
     metrics: vf_clipfrac, the fraction of tokens where the clipped term is the larger one.
 
@@ -295,10 +295,10 @@ def value_loss(values, old_values, returns, response_mask, clip_range, loss_norm
 def entropy_from_logits(logits):
     """Entropy of softmax(logits) per position: (..., V) -> (...), in float32.
 
-    H = logsumexp(z) - sum(softmax(z) * z) (REFERENCE.md §6), which never takes log of a tiny
+    H = logsumexp(z) - sum(softmax(z) * z) (docs/paper.md §6), which never takes log of a tiny
     probability. Finding 3: token entropy drops sharply BEFORE the reward collapses, an early
     warning. Pass the temperature-scaled logits (finite values). Over a 150k vocabulary this is big:
-    call it in chunks under torch.no_grad() (REFERENCE.md §7.11).
+    call it in chunks under torch.no_grad() (docs/paper.md §7.11).
 
     >>> entropy_from_logits(torch.tensor([[0., 0., 0., 0.], [100., 0., 0., 0.]]))  # log 4, ~0
     tensor([1.3863, 0.0000])
@@ -310,7 +310,7 @@ def entropy_from_logits(logits):
 def kl_estimate(logp, ref_logp, kind):
     """Per-token estimate of KL(pi || pi_ref) from tokens sampled from pi, same shape as logp.
 
-    With x = ref_logp - logp (REFERENCE.md §6, Schulman's estimators):
+    With x = ref_logp - logp (docs/paper.md §6, Schulman's estimators):
     "k1" = -x (unbiased, can be negative), "k2" = 0.5 x^2, "k3" = exp(x) - x - 1 (unbiased, >= 0).
     Vanilla StarPO uses k1 inside the reward (PPO) or k3 in the loss (GRPO), coefficient 0.001;
     StarPO-S removes the KL term altogether (Finding 5).

@@ -210,7 +210,7 @@ def test_micro_batches_with_loss_normalizer_equal_full_mini_batch():
         assert sum(p[1] for p in parts) == pytest.approx(full_vl, rel=1e-12)
         torch.testing.assert_close(torch.cat([p[2] for p in parts]), full_g)
         torch.testing.assert_close(torch.cat([p[3] for p in parts]), full_vg)
-    # the pitfall this guards against (REFERENCE.md §7.8): averaging per-micro-batch means differs
+    # the pitfall this guards against (docs/paper.md §7.8): averaging per-micro-batch means differs
     naive = sum(losses(s, None)[0] for s in splits) / len(splits)
     assert naive != pytest.approx(full_pl, rel=1e-3)
 

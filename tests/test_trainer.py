@@ -160,7 +160,7 @@ def test_override_parsing():
 
 
 def test_schema_holds_the_paper_setup():
-    """config.yaml alone is the StarPO-S setup of REFERENCE.md section 3."""
+    """config.yaml alone is the StarPO-S setup of docs/paper.md §3."""
     cfg = ragen_mini.load_config(None, [])
     assert cfg["model"]["name"] == "Qwen/Qwen2.5-0.5B-Instruct" and cfg["env"]["name"] == "sokoban"
     assert (cfg["rollout"]["groups"], cfg["rollout"]["group_size"]) == (8, 16)
