@@ -1,20 +1,22 @@
-"""Host time of one rollout of the GPU learning runs' shape (128 groups x 8, tiny tokenizer), without a
+"""Host time of one rollout of the tiny model's GPU runs' shape (128 groups x 8, tiny tokenizer), without a
 model: envs, prompts, parsing and tokenizer, the part of perf/rollout_s that is not perf/generate_s.
 Answers are uniformly random ones, tokenized ahead of time, so the policy itself costs nothing.
 
     python bench/rollout_host_time.py [section.key=value ...]     # e.g. env.name=frozenlake
 """
 import itertools
+import os
 import random
 import sys
 import time
 
-sys.path.insert(0, ".")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the repository's modules
 import rollout  # noqa: E402
 import tiny  # noqa: E402
 from config import load_config, namespace, new_env  # noqa: E402
 
-cfg = namespace(load_config("configs/tiny.yaml", ["env.name=sokoban", *sys.argv[1:]]))
+cfg = namespace(load_config(os.path.join(ROOT, "configs", "tiny.yaml"), ["env.name=sokoban", *sys.argv[1:]]))
 tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
 chat = rollout.chat_format(tokenizer)
 actions = new_env(cfg).actions
@@ -26,8 +28,8 @@ seeds = [seed for seed in rng.sample(range(cfg.eval.seed_offset), 128) for _ in 
 times = []
 for _ in range(3):
     start = time.perf_counter()
-    trajectories = rollout.rollout(lambda contexts: [rng.choice(answers) for _ in contexts], chat, cfg,
-                                   seeds, seeds)
+    trajectories = rollout.play_episodes(lambda contexts: [rng.choice(answers) for _ in contexts], chat, cfg,
+                                         seeds, seeds)
     times.append(time.perf_counter() - start)
 print(f"{cfg.env.name}: {len(seeds)} trajectories, host time per rollout {min(times):.2f} s (best of 3), "
-      f"{sum(len(t['ids']) for t in trajectories)} tokens")
+      f"{sum(len(t.ids) for t in trajectories)} tokens")

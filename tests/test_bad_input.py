@@ -179,6 +179,7 @@ def test_config_path_that_is_not_a_file(no_model, tmp_path, capsys, name):
     assert str(tmp_path / name) in message
 
 
+@pytest.mark.slow
 def test_messages_reach_the_shell_without_a_traceback(tmp_path):
     """The real command line: the exit code is 1 and stderr holds the message alone."""
     for override, named in [("algo.clip_low=[0.1", "algo.clip_low"), ("eval.seed_offset=0", "eval.seed_offset")]:
@@ -225,6 +226,7 @@ DAMAGE_ROWS = [  # (id, damage done to the copied run folder, what the message m
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage, named", [row[1:] for row in DAMAGE_ROWS], ids=[row[0] for row in DAMAGE_ROWS])
 def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys, damage, named):
     run_dir = tmp_path / "run"
@@ -234,10 +236,12 @@ def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys,
     assert named in message and str(run_dir) in message
 
 
+@pytest.mark.slow
 def test_resume_of_a_folder_that_does_not_exist(tmp_path, capsys):
     assert str(tmp_path / "nope") in exit_message(["--resume", str(tmp_path / "nope")], capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["partial last line", "missing"])
 def test_resume_mends_metrics_jsonl(finished_run, tmp_path, capsys, damage):
     """A crash while writing leaves a partial last line; a deleted file is started again. Either way the
@@ -258,6 +262,7 @@ def test_resume_mends_metrics_jsonl(finished_run, tmp_path, capsys, damage):
 # ------------------------------------------------------------------------------------------------------
 # A full disk, an unwritable folder
 # ------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_full_disk_while_saving_keeps_the_last_checkpoint_and_says_where(tmp_path, capsys, monkeypatch):
     """torch.save on a full disk raises PyTorch's RuntimeError from its zip writer, not an OSError."""
     real_save, saves = torch.save, []
@@ -279,6 +284,7 @@ def test_full_disk_while_saving_keeps_the_last_checkpoint_and_says_where(tmp_pat
     assert not (run_dir / "checkpoint.tmp").exists()
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_metrics_says_so(tmp_path, capsys, monkeypatch):
     def no_space(run_dir):
         raise OSError(errno.ENOSPC, "No space left on device", str(Path(run_dir) / "plots.png"))
@@ -289,6 +295,7 @@ def test_full_disk_while_writing_metrics_says_so(tmp_path, capsys, monkeypatch):
     assert "plots.png" in message and "disk is full" in message
 
 
+@pytest.mark.slow
 def test_unwritable_run_folder_says_so(tmp_path, capsys, monkeypatch):
     """A folder the user may not write (checked with a stand-in: the tests may run as root, who may)."""
     def denied(path, *args, **kwargs):

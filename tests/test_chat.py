@@ -140,7 +140,7 @@ def smollm2(smollm2_loaded):
                  other_stop="<|endoftext|>", rollout_generation_config=GenerationConfig(eos_token_id=[2, 0]))
 
 
-STYLES = ["qwen", "smollm2", "llama"]
+STYLES = ["qwen", pytest.param("smollm2", marks=pytest.mark.slow), "llama"]  # SmolLM2 loads a real model
 
 
 # ================================================================================================
@@ -478,6 +478,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 # ================================================================================================
 # 4. The real SmolLM2-135M-Instruct: one greedy turn = a plain argmax loop over unpadded forwards
 # ================================================================================================
+@pytest.mark.slow
 def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2):
     tok, model = smollm2_loaded
     cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.cache=dynamic", "rollout.max_new_tokens=8",

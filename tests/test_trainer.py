@@ -2,7 +2,7 @@
 
 Every expected value comes from a computation written here (a fresh env replaying the recorded
 actions, a plain forward pass of one unpadded sequence, a Python loop for GAE, hand-set logits),
-never from the trainer's own output. Runs in a few minutes on 2 CPU cores.
+never from the trainer's own output. Tests that train whole runs are marked slow.
 """
 import copy
 import json
@@ -816,6 +816,7 @@ def read_lines(run_dir):
 ENV_OVERRIDES = {"bandit": BANDIT, "sokoban": ["env.name=sokoban"], "frozenlake": ["env.name=frozenlake"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["gae", "grpo"])
 @pytest.mark.parametrize("env_name", ["bandit", "sokoban", "frozenlake"])
 def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
@@ -878,6 +879,7 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
 RESUME = ["env.name=sokoban", "algo.estimator=gae", "algo.kl_coef=0.001", "warmup.steps=1", "checkpoint.every=1"]
 
 
+@pytest.mark.slow
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
     """Without run_dir, two runs started in the same second write to two folders (the clock is frozen);
     from two processes at once too, each gets one folder of its own."""
@@ -899,6 +901,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     assert len(set(made)) == 2 and all((tmp_path / path).is_dir() for path in made)
 
 
+@pytest.mark.slow
 def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     """The bar reaches its total and shows the latest evaluation beside the rollout's success; the run
     ends by printing its evaluations (first, last, best, read back here from metrics.jsonl), the run
@@ -916,6 +919,7 @@ def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     assert not any("Writing model shards" in line for line in bar)  # transformers' own bars stay out
 
 
+@pytest.mark.slow
 def test_zero_signal_is_reported_once_per_stretch_and_recorded(tmp_path, monkeypatch, capsys):
     """A random-init model never answers in the format: every reward is the format penalty, no group's
     rewards differ, and there is nothing to learn from. The run says so once per such stretch (with the
@@ -958,6 +962,7 @@ def resume_runs(tmp_path_factory):
     return run_a, run_b
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_next_iteration(resume_runs):
     run_a, run_b = resume_runs
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
@@ -974,6 +979,7 @@ def test_resume_gives_the_same_next_iteration(resume_runs):
         assert torch.allclose(value, state_b["critic"][name], atol=1e-6), name
 
 
+@pytest.mark.slow
 def test_extending_a_finished_run_equals_not_stopping(tmp_path):
     """Run A: 4 iterations straight. Run B: 2 iterations (its last one evaluates, which A's iteration 2 does
     not), then --resume to 4. Evaluations every 3 iterations, so they fall on different iterations in the
@@ -993,6 +999,7 @@ def test_extending_a_finished_run_equals_not_stopping(tmp_path):
     assert titles == [f"# Evaluation at iteration {i}" for i in (0, 2, 3, 4)]
 
 
+@pytest.mark.slow
 def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
     """Run B crashes in iteration 4, after its checkpoint at 2 and after writing iteration 3's metrics and
     evaluation; resumed, iterations 3 and 4 equal those of run A, never stopped, and samples.md holds each
@@ -1024,6 +1031,7 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
     assert titles == [f"# Evaluation at iteration {i}" for i in (0, 3, 4)]
 
 
+@pytest.mark.slow
 def test_runs_chained_by_the_time_limit_equal_one_straight_run(tmp_path):
     """A time limit of 0.06 s stops each call after its first iteration, with an evaluation and a
     checkpoint; three --resume calls chain it to 4 iterations, which must train as a run never stopped,
@@ -1071,6 +1079,7 @@ def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
     assert kept == "".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads[:3])
 
 
+@pytest.mark.slow
 def test_resume_says_what_it_will_not_do(resume_runs, capsys):
     """--config beside --resume is refused (the run keeps its own config.yaml); resuming a run that already
     has its iterations says so and how to go on, instead of doing nothing in silence."""
@@ -1085,6 +1094,7 @@ def test_resume_says_what_it_will_not_do(resume_runs, capsys):
     assert (run_b / "metrics.jsonl").read_text() == before
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, monkeypatch, capsys):
     """Ctrl-C during iteration 2 (a SIGINT sent by the rollout itself): iteration 2 finishes, a checkpoint
     is saved though checkpoint.every is 0, the exit code is 130 and the summary gives the --resume command;
@@ -1126,6 +1136,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
 
 
+@pytest.mark.slow
 def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, capsys):
     """--eval RUN_DIR eval.k=3: k rollouts per evaluation seed with the saved actor; eval/success is their
     mean and eval/pass@3 the fraction of seeds solved at least once, both recomputed here from the
@@ -1146,6 +1157,7 @@ def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, ca
     assert json.dumps(line) in capsys.readouterr().out and (run_a / "eval_samples.md").exists()
 
 
+@pytest.mark.slow
 def test_checkpoint_loads_with_auto_classes(resume_runs):
     """checkpoint/actor is a working from_pretrained directory whose tokenizer is the one that trained."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -1173,6 +1185,7 @@ def test_checkpoint_loads_with_auto_classes(resume_runs):
         assert torch.allclose(pa, pb, atol=1e-6), name
 
 
+@pytest.mark.slow
 def test_resume_keeps_train_mode_and_gradient_checkpointing(tmp_path, monkeypatch):
     # BUG: the resumed actor comes from from_pretrained (eval mode) and gradient_checkpointing_enable()
     # is never called on it, so model.gradient_checkpointing=true silently stops after a resume.
@@ -1229,6 +1242,7 @@ def test_unloadable_model_exits_with_advice(tmp_path, monkeypatch, name):
 # ================================================================================================
 # 11. Bench smoke
 # ================================================================================================
+@pytest.mark.slow
 def test_bench_prints_one_json_line(tmp_path, capsys):
     ragen_mini.main(["--config", TINY_YAML, "--bench", "1", "--bench-tokens", "4", *SMALL, *BANDIT,
                      f"run_dir={tmp_path / 'bench'}"])
@@ -1242,6 +1256,7 @@ def test_bench_prints_one_json_line(tmp_path, capsys):
     assert record["perf/trained_tokens"] == 1 * 4 * 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_gradient_checkpointing_keeps_generation_intact(tmp_path, cache):
     """On the CPU the sampler is the actor; in train mode gradient checkpointing would drop the KV cache
@@ -1258,6 +1273,7 @@ def test_gradient_checkpointing_keeps_generation_intact(tmp_path, cache):
     assert actor.training  # the policy restores the mode it found
 
 
+@pytest.mark.slow
 def test_logged_losses_do_not_depend_on_micro_batch_size(tmp_path):
     """The logged policy and value losses are the mini-batch token means, whatever the accumulation."""
     logged = []
