@@ -48,19 +48,20 @@ class RunError(Exception):
     prints the message alone, without a traceback."""
 
 
-def check_resumable(run_dir):
-    """Refuse a run folder that cannot be resumed, naming the file, before any model loads."""
+def check_resumable(run_dir, flag="--resume"):
+    """Refuse a run folder that cannot be resumed (or, flag="--eval", evaluated), naming the file, before
+    any model loads."""
     checkpoint = os.path.join(run_dir, "checkpoint")
     state = os.path.join(checkpoint, "state.pt")
-    damaged = (f"--resume {run_dir}: {{}} is damaged ({{}}); this checkpoint cannot be resumed. Start the run "
+    damaged = (f"{flag} {run_dir}: {{}} is damaged ({{}}); this checkpoint cannot be used. Start the run "
                "again, or resume from a copy of the run folder made before the damage.")
     if not os.path.isdir(run_dir):
-        raise RunError(f"--resume {run_dir}: no such folder")
+        raise RunError(f"{flag} {run_dir}: no such folder")
     if not os.path.isfile(os.path.join(run_dir, "config.yaml")):
-        raise RunError(f"--resume {run_dir}: {os.path.join(run_dir, 'config.yaml')} is missing; a run folder "
+        raise RunError(f"{flag} {run_dir}: {os.path.join(run_dir, 'config.yaml')} is missing; a run folder "
                        "keeps the config it was started with, and a resumed run needs it")
     if not os.path.isfile(state):
-        raise RunError(f"--resume {run_dir}: no checkpoint there (it is written every checkpoint.every "
+        raise RunError(f"{flag} {run_dir}: no checkpoint there (it is written every checkpoint.every "
                        "iterations, into RUN_DIR/checkpoint)")
     if not zipfile.is_zipfile(state):  # torch.save writes a zip archive; one cut short lacks its end record
         raise RunError(damaged.format(state, "not a whole checkpoint file"))

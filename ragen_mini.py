@@ -487,7 +487,7 @@ def evaluate_saved_actor(run_dir, overrides):
     """--eval RUN_DIR: the run's saved actor (RUN_DIR/checkpoint/actor) on the evaluation seeds, with the
     run's config and the overrides (eval.k=4 adds pass@4). Prints the metrics and appends them, with the
     checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to RUN_DIR/eval_samples.md."""
-    check_resumable(run_dir)
+    check_resumable(run_dir, flag="--eval")
     cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), overrides))
     device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
                           else "cpu")

@@ -236,9 +236,10 @@ def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys,
     assert named in message and str(run_dir) in message
 
 
-@pytest.mark.slow
-def test_resume_of_a_folder_that_does_not_exist(tmp_path, capsys):
-    assert str(tmp_path / "nope") in exit_message(["--resume", str(tmp_path / "nope")], capsys)
+@pytest.mark.parametrize("flag", ["--resume", "--eval"])
+def test_resume_or_eval_of_a_folder_that_does_not_exist(tmp_path, capsys, flag):
+    message = exit_message([flag, str(tmp_path / "nope")], capsys)
+    assert f"{flag} {tmp_path / 'nope'}: no such folder" in message
 
 
 @pytest.mark.slow
