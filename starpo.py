@@ -95,6 +95,7 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     >>> ret  # with gamma = lam = 1 every response token's return is the total reward
     tensor([[1., 1., 0., 1.]])
     """
+    # BEGIN SOLUTION ex4-gae
     B, T = token_rewards.shape
     is_response = response_mask.bool()  # (B, T)
     advantages = torch.zeros_like(token_rewards)  # (B, T)
@@ -109,6 +110,7 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
         advantages[:, t] = torch.where(m, adv_t, 0)
     returns = torch.where(is_response, advantages + values, 0)
     return advantages, returns
+    # END SOLUTION
 
 
 def group_stats(rewards, group_ids):
@@ -212,10 +214,12 @@ def compute_grpo_advantages(rewards, group_ids, eps=1e-6, normalize_by_std=True)
     >>> compute_grpo_advantages(rewards, groups, normalize_by_std=False)
     tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
     """
+    # BEGIN SOLUTION ex5-grpo
     group, mean, std = group_stats(rewards, group_ids)
     centred = rewards.double() - mean[group]  # (B,)
     adv = centred / (std[group] + eps) if normalize_by_std else centred
     return torch.where(std[group] > eps, adv, 0).to(rewards.dtype)
+    # END SOLUTION
 
 
 def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, dual_clip=None,
@@ -242,6 +246,7 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
     >>> {k: round(v.item(), 4) for k, v in m.items()}
     {'clipfrac': 0.5, 'clipfrac_low': 0.25, 'clipfrac_high': 0.25, 'approx_kl': -0.2747, 'dual_clipfrac': 0.25}
     """
+    # BEGIN SOLUTION ex6-policy-loss
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
     log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # (B, T)
@@ -267,6 +272,7 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
             "dual_clipfrac": masked_mean(dual_active.float(), response_mask),
         }
     return loss, metrics
+    # END SOLUTION
 
 
 def value_loss(values, old_values, returns, response_mask, clip_range, loss_normalizer=None):
@@ -282,6 +288,7 @@ def value_loss(values, old_values, returns, response_mask, clip_range, loss_norm
     >>> loss, m["vf_clipfrac"]  # (0.5 * 1 + 0.5 * 2.25) / 2
     (tensor(0.8125), tensor(0.5000))
     """
+    # BEGIN SOLUTION ex7-value-loss
     values_clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)  # (B, T)
     unclipped = (values - returns) ** 2
     clipped = (values_clipped - returns) ** 2
@@ -290,6 +297,7 @@ def value_loss(values, old_values, returns, response_mask, clip_range, loss_norm
     with torch.no_grad():
         vf_clipfrac = masked_mean((clipped > unclipped).float(), response_mask)
     return loss, {"vf_clipfrac": vf_clipfrac}
+    # END SOLUTION
 
 
 def entropy_from_logits(logits):
@@ -348,6 +356,7 @@ def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     >>> select_groups_by_reward_std(rewards, groups, 0.25, largest=False)  # tie 1 vs 2: lower id
     tensor([False, False,  True,  True, False, False, False, False])
     """
+    # BEGIN SOLUTION ex8-filter
     if not 0.0 < filter_ratio <= 1.0:
         raise ValueError(f"filter_ratio must be in (0, 1], got {filter_ratio}")
     group, _, std = group_stats(rewards, group_ids)
@@ -357,3 +366,4 @@ def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     keep_group = torch.zeros_like(std, dtype=torch.bool)
     keep_group[order[:num_keep]] = True
     return keep_group[group]  # (B,) every trajectory follows its group: groups stay whole
+    # END SOLUTION

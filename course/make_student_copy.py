@@ -1,0 +1,95 @@
+"""Write the student copy of ragen-mini: the repository with every solution region replaced by a stub.
+
+    python course/make_student_copy.py OUT_DIR
+
+A solution region is marked in the project's own code, inside a function body:
+
+    def compute_gae(token_rewards, values, response_mask, gamma, lam):
+        \"\"\"...the docstring stays: it is the exercise's specification...\"\"\"
+        # BEGIN SOLUTION ex4-gae
+        ...the reference implementation...
+        # END SOLUTION
+
+In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ...")`, at the region's
+indentation; everything outside the regions is copied unchanged, so the student copy imports and runs
+its untouched parts. The course's hidden tests (course/hidden/) are left out of the copy.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION (\S+)\s*$")
+END = re.compile(r"^\s*# END SOLUTION\s*$")
+LEFT_OUT = ("course/hidden/",)
+
+
+def stub_regions(text, path="<text>"):
+    """The text with each solution region replaced by a NotImplementedError stub naming its exercise.
+
+    >>> print(stub_regions("def f():\\n    # BEGIN SOLUTION ex1-demo\\n    return 1\\n    # END SOLUTION\\n"))
+    def f():
+        raise NotImplementedError("exercise ex1-demo: implement this (see course/README.md)")
+    <BLANKLINE>
+    """
+    out, inside = [], None
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
+        begin = BEGIN.match(line)
+        if begin:
+            if inside:
+                raise ValueError(f"{path}:{number}: a solution region opens inside another one")
+            inside = begin
+            out.append(f'{begin[1]}raise NotImplementedError("exercise {begin[2]}: implement this (see course/README.md)")\n')
+        elif END.match(line):
+            if not inside:
+                raise ValueError(f"{path}:{number}: END SOLUTION without BEGIN SOLUTION")
+            inside = None
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{path}: a solution region is never closed")
+    return "".join(out)
+
+
+def exercises(root=ROOT):
+    """{exercise id: 'file:line'} of every solution region in the tracked Python files."""
+    found = {}
+    for path in tracked_files(root):
+        if path.endswith(".py") and not path.startswith("course/"):
+            with open(os.path.join(root, path)) as f:
+                for number, line in enumerate(f, 1):
+                    begin = BEGIN.match(line)
+                    if begin:
+                        found[begin[2]] = f"{path}:{number}"
+    return found
+
+
+def tracked_files(root):
+    listing = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+    return [path for path in listing.splitlines() if os.path.isfile(os.path.join(root, path))]
+
+
+def make_student_copy(out_dir, root=ROOT):
+    for path in tracked_files(root):
+        if path.startswith(LEFT_OUT):
+            continue
+        target = os.path.join(out_dir, path)
+        os.makedirs(os.path.dirname(target) or out_dir, exist_ok=True)
+        if path.endswith(".py") and path != "course/make_student_copy.py":
+            with open(os.path.join(root, path)) as f:
+                text = stub_regions(f.read(), path)
+            with open(target, "w") as f:
+                f.write(text)
+        else:
+            shutil.copy2(os.path.join(root, path), target)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python course/make_student_copy.py OUT_DIR")
+    if os.path.exists(sys.argv[1]):
+        raise SystemExit(f"error: {sys.argv[1]} exists; give a new folder for the student copy")
+    make_student_copy(sys.argv[1])
+    print(f"wrote the student copy to {sys.argv[1]}: exercises {', '.join(sorted(exercises()))}")
