@@ -129,6 +129,7 @@ SOKOBAN_MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)
 
 def sokoban_move(floor, boxes, player, action):
     """One forward move: returns the new (player, boxes), both unchanged when the move is blocked."""
+    # BEGIN SOLUTION ex1-sokoban
     dr, dc = SOKOBAN_MOVES[action]
     ahead = (player[0] + dr, player[1] + dc)
     if ahead not in floor:
@@ -141,6 +142,7 @@ def sokoban_move(floor, boxes, player, action):
             return player, boxes
         boxes = boxes - {ahead} | {beyond}
     return ahead, boxes
+    # END SOLUTION
 
 
 def solve_sokoban(floor, targets, boxes, player, max_len):
@@ -477,6 +479,7 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
     - format_ok: a pair was found, at least one action was kept and every kept piece was valid.
       The tags themselves are case-sensitive, as in RAGEN.
     """
+    # BEGIN SOLUTION ex2-parser
     pair = _first_pair(text, require_think)
     if pair is None:
         return ParsedAnswer("", [], False)
@@ -486,6 +489,7 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
     canonical = {action.lower(): action for action in valid_actions}
     actions = [canonical[piece.lower()] for piece in pieces if piece.lower() in canonical]
     return ParsedAnswer(think, actions, bool(actions) and len(actions) == len(pieces))
+    # END SOLUTION
 
 
 def _bench():

@@ -147,6 +147,7 @@ def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
     >>> token_level_rewards(torch.tensor([2., -1.]), mask, kl=torch.full((2, 6), 0.5), kl_coef=0.1)[0]
     tensor([ 0.0000, -0.0500, -0.0500,  0.0000,  1.9500,  0.0000])
     """
+    # BEGIN SOLUTION ex3-token-rewards
     positions = torch.arange(response_mask.shape[1], device=response_mask.device)  # (T,)
     last = (response_mask * positions).argmax(-1)  # (B,) index of the last sampled token
     token_rewards = torch.zeros_like(response_mask)
@@ -154,6 +155,7 @@ def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
     if kl is not None and kl_coef > 0:
         token_rewards = token_rewards - kl_coef * kl * response_mask
     return token_rewards
+    # END SOLUTION
 
 
 def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):

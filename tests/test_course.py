@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "course"))
 from make_student_copy import exercises, stub_regions  # noqa: E402
 
-EXERCISES = {"ex4-gae": "compute_gae", "ex5-grpo": "compute_grpo_advantages", "ex6-policy-loss": "policy_loss",
+EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-token-rewards": "token_level_rewards",
+             "ex4-gae": "compute_gae", "ex5-grpo": "compute_grpo_advantages", "ex6-policy-loss": "policy_loss",
              "ex7-value-loss": "value_loss", "ex8-filter": "select_groups_by_reward_std"}
 
 
@@ -43,21 +44,27 @@ def run_python(copy, code):
 
 @pytest.mark.slow
 def test_every_stub_raises_and_names_its_exercise(student_copy):
-    calls = {"compute_gae": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), 1.0, 1.0)",
+    calls = {"sokoban_move": "({(0, 0), (0, 1)}, set(), (0, 0), 'Right')",
+             "parse_answer": "('<think></think><answer>Up</answer>', ['Up'], 1)",
+             "token_level_rewards": "(torch.zeros(1), torch.ones(1, 2))",
+             "compute_gae": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), 1.0, 1.0)",
              "compute_grpo_advantages": "(torch.zeros(2), torch.zeros(2))",
              "policy_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.28)",
              "value_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.5)",
              "select_groups_by_reward_std": "(torch.zeros(2), torch.zeros(2), 0.5)"}
     for exercise, function in EXERCISES.items():
-        done = run_python(student_copy, f"import torch, starpo\nstarpo.{function}{calls[function]}")
+        module = "envs" if function in ("sokoban_move", "parse_answer") else "starpo"
+        done = run_python(student_copy, f"import torch, {module}\n{module}.{function}{calls[function]}")
         assert done.returncode == 1 and f"NotImplementedError: exercise {exercise}:" in done.stderr, function
 
 
 @pytest.mark.slow
 def test_the_untouched_parts_run_in_the_copy(student_copy):
-    """Unmarked code is the project's own: the envs play, the trainer imports, unmarked starpo works."""
+    """Unmarked code is the project's own: FrozenLake and the Bandit play, the trainer imports, unmarked
+    starpo works. (Sokoban needs ex1: its moves are the exercise.)"""
     done = run_python(student_copy, "import ragen_mini, starpo, torch\nfrom envs import make_env\n"
-                                    "env = make_env('sokoban'); env.reset(0); env.step('Up')\n"
+                                    "env = make_env('frozenlake'); env.reset(0); env.step('Up')\n"
+                                    "env = make_env('bandit'); env.reset(0); env.step(env.actions[0])\n"
                                     "print(float(starpo.masked_mean(torch.tensor([[1., 3.]]), torch.ones(1, 2))))")
     assert done.returncode == 0 and done.stdout.strip() == "2.0", done.stderr
     assert not (student_copy / "course" / "hidden").exists()
@@ -66,10 +73,14 @@ def test_the_untouched_parts_run_in_the_copy(student_copy):
 @pytest.mark.slow
 def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student_copy):
     stubbed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_starpo.py",
-                              "-k", "gae or grpo or policy_loss or value_loss or filter"],
+                              "-k", "gae or grpo or policy_loss or value_loss or filter or token_level"],
                              cwd=student_copy, capture_output=True, text=True, timeout=300)
     assert stubbed.returncode == 1 and "NotImplementedError: exercise" in stubbed.stdout
     assert "passed" not in stubbed.stdout.splitlines()[-1]  # every one of them fails on the stubs
-    untouched = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_envs.py"],
+    stubbed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_envs.py",
+                              "-k", "sokoban or parse"], cwd=student_copy, capture_output=True, text=True, timeout=300)
+    assert stubbed.returncode == 1 and "passed" not in stubbed.stdout.splitlines()[-1]
+    untouched = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_envs.py",
+                                "-k", "frozenlake or bandit_payouts"],
                                cwd=student_copy, capture_output=True, text=True, timeout=300)
     assert untouched.returncode == 0, untouched.stdout[-2000:]
