@@ -1,6 +1,7 @@
 """The course's student copy (course/make_student_copy.py): solution regions become stubs that name their
 exercise, everything else is copied unchanged and runs; the project's own tests of the marked
 functions fail on the stubs, and the tests of unmarked code still pass in the copy."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,21 @@ def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student
                                 "-k", "frozenlake or bandit_payouts"],
                                cwd=student_copy, capture_output=True, text=True, timeout=300)
     assert untouched.returncode == 0, untouched.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy, tmp_path):
+    """course/grade.py: the solution passes every visible and hidden test of every exercise; in the student
+    copy each exercise scores 0 (no test passes on a stub). The JSON report is Gradescope's format."""
+    solution = subprocess.run([sys.executable, "course/grade.py", "--hidden", "--json", str(tmp_path / "solution.json")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = json.loads((tmp_path / "solution.json").read_text())
+    assert [row["name"] for row in report["tests"]] == list(EXERCISES), solution.stdout
+    assert all(row["score"] == row["max_score"] > 0 for row in report["tests"]), solution.stdout
+    assert all(int(row["output"].split(" of ")[1].split()[0]) >= 6 for row in report["tests"])  # visible + hidden
+    assert report["score"] == sum(row["max_score"] for row in report["tests"])
+    student = subprocess.run([sys.executable, "course/grade.py", "--json", str(tmp_path / "student.json")],
+                             cwd=student_copy, capture_output=True, text=True, timeout=600)
+    report = json.loads((tmp_path / "student.json").read_text())
+    assert all(row["score"] == 0 and row["output"].startswith("0 of ") for row in report["tests"]), student.stdout
+    assert not any(row["output"] == "0 of 0 tests passed" for row in report["tests"])  # the tests did run
