@@ -12,7 +12,8 @@ A solution region is marked in the project's own code, inside a function body:
 
 In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ...")`, at the region's
 indentation; everything outside the regions is copied unchanged, so the student copy imports and runs
-its untouched parts. The course's hidden tests (course/hidden/) are left out of the copy.
+its untouched parts. The course's hidden tests (course/hidden/) are left out of the copy, and a
+START_HERE.md tells the student where to begin and how to check their work.
 """
 import os
 import re
@@ -24,6 +25,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION (\S+)\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 LEFT_OUT = ("course/hidden/",)
+START_HERE = """# Start here
+
+This is the student copy of ragen-mini. The functions of the exercises raise `NotImplementedError`
+naming their exercise; each handout, `course/exN-*.md`, says what to implement and where. Check your
+work with
+
+    python course/grade.py                 # PASS/FAIL and points per exercise
+    python -m pytest -q course/tests       # the same tests, with pytest's own report
+    python course/capstone.py              # all done: the Bandit to >= 0.95 in under 5 minutes
+
+The project's own test suite (`tests/`, `.ci/run`) fails on the unfinished exercises until you are done.
+"""
 
 
 def stub_regions(text, path="<text>"):
@@ -72,6 +85,9 @@ def tracked_files(root):
 
 
 def make_student_copy(out_dir, root=ROOT):
+    os.makedirs(out_dir)
+    with open(os.path.join(out_dir, "START_HERE.md"), "w") as f:
+        f.write(START_HERE)
     for path in tracked_files(root):
         if path.startswith(LEFT_OUT):
             continue

@@ -69,6 +69,7 @@ def test_the_untouched_parts_run_in_the_copy(student_copy):
                                     "print(float(starpo.masked_mean(torch.tensor([[1., 3.]]), torch.ones(1, 2))))")
     assert done.returncode == 0 and done.stdout.strip() == "2.0", done.stderr
     assert not (student_copy / "course" / "hidden").exists()
+    assert "course/grade.py" in (student_copy / "START_HERE.md").read_text()
 
 
 @pytest.mark.slow
