@@ -363,8 +363,7 @@ def setup(cfg_dict, resume_dir):
     """Models, run folder, format warm-up, critic, reference, optimisers and random states (restored from
     RUN_DIR/checkpoint on resume), and the evaluation at iteration 0."""
     cfg = namespace(cfg_dict)
-    device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
-                          else "cpu")
+    device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None)
     if resume_dir:
@@ -375,8 +374,7 @@ def setup(cfg_dict, resume_dir):
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)
-    sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if cfg.rollout.cache == "static" else None
+    sampler, decoder = sampler_and_decoder(actor, cfg, device)
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
         if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
@@ -414,6 +412,19 @@ def setup(cfg_dict, resume_dir):
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"), decoder)})
     return run
+
+
+def train_device(cfg):
+    return torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
+                        else "cpu")
+
+
+def sampler_and_decoder(actor, cfg, device):
+    """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its
+    static decoder, sized to the training batch, with rollout.cache=static (else None)."""
+    sampler = bf16_sampler(actor) if device.type == "cuda" else actor
+    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if cfg.rollout.cache == "static" else None
+    return sampler, decoder
 
 
 def restore(run, state):
@@ -489,14 +500,12 @@ def evaluate_saved_actor(run_dir, overrides):
     checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to RUN_DIR/eval_samples.md."""
     check_resumable(run_dir, flag="--eval")
     cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), overrides))
-    device = torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available())
-                          else "cpu")
+    device = train_device(cfg)
     torch.manual_seed(cfg.seed)
     checkpoint = os.path.join(run_dir, "checkpoint")
     tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor"))
     check_finite_weights(actor, os.path.join(checkpoint, "actor"))
-    sampler = bf16_sampler(actor) if device.type == "cuda" else actor.eval()
-    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if cfg.rollout.cache == "static" else None
+    sampler, decoder = sampler_and_decoder(actor, cfg, device)
     iteration = load_state(run_dir)["iteration"]
     metrics = evaluate(sampler, chat_format(tokenizer, actor.generation_config), cfg,
                        f"Evaluation of the checkpoint at iteration {iteration}", os.path.join(run_dir, "eval_samples.md"), decoder)
