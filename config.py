@@ -127,7 +127,7 @@ def check_config(cfg):
         (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
-        (r["cache"] in ("dynamic", "static"), "rollout.cache must be dynamic or static"),
+        (r["cache"] in ("auto", "dynamic", "static"), "rollout.cache must be auto, dynamic or static"),
         (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (0 < a["filter_ratio"] <= 1, "algo.filter_ratio must be in (0, 1]"),
         (r["groups"] >= 1 and r["group_size"] >= 1, "rollout.groups and rollout.group_size must be >= 1"),

@@ -352,7 +352,7 @@ class Run:
     optimizers: dict                     # "actor" (and "critic") -> AdamW
     seed_rng: np.random.Generator        # draws the training seeds, below eval.seed_offset
     generator: torch.Generator           # shuffles the mini-batches
-    decoder: StaticDecoder               # the sampler's static decoder (rollout.cache=static), else None
+    decoder: StaticDecoder               # the sampler's static decoder (rollout.cache static, or auto on a GPU), else None
     start: int                           # the first iteration to train
     started: float = field(default_factory=time.time)
     zero_signal_since: int = None        # the iteration a stretch without learning signal began at
@@ -395,9 +395,11 @@ def setup(cfg_dict, resume_dir):
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
-    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr, weight_decay=cfg.algo.weight_decay)}
+    fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
+    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr, weight_decay=cfg.algo.weight_decay, fused=fused)}
     if critic is not None:
-        optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=cfg.algo.weight_decay)
+        optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr,
+                                                 weight_decay=cfg.algo.weight_decay, fused=fused)
     run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=chat, actor=actor, sampler=sampler, critic=critic,
               reference=reference, optimizers=optimizers, seed_rng=np.random.default_rng(cfg.seed),
               generator=torch.Generator().manual_seed(cfg.seed), decoder=decoder, start=1)
@@ -421,9 +423,11 @@ def train_device(cfg):
 
 def sampler_and_decoder(actor, cfg, device):
     """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its
-    static decoder, sized to the training batch, with rollout.cache=static (else None)."""
+    static decoder, sized to the training batch, with rollout.cache=static, or auto on a GPU (else None:
+    transformers' generate, which is as fast on a CPU)."""
     sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if cfg.rollout.cache == "static" else None
+    static = cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda")
+    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if static else None
     return sampler, decoder
 
 

@@ -252,13 +252,16 @@ def cut_at_stop(row, stop_ids):
 
 
 class LLMPolicy:
-    """The LLM as a policy: left-pad the contexts and sample one turn for all of them in one call, to
-    transformers' `generate` (rollout.cache=dynamic) or to a fast_decode.StaticDecoder (static), which
-    the caller builds once and passes in. generate_s adds up the time spent sampling."""
+    """The LLM as a policy: sample one turn for all the contexts in one call, with transformers'
+    `generate` (rollout.cache=dynamic) or a fast_decode.StaticDecoder (static), which the caller builds
+    once and passes in. The static decoder keeps the conversation's KV cache from one call to the next:
+    an LLMPolicy serves one batch of episodes with fixed weights (the trainer makes one per rollout).
+    generate_s adds up the time spent sampling."""
 
     def __init__(self, model, chat, cfg, temperature, decoder=None):
         self.model, self.chat, self.cfg, self.temperature, self.decoder = model, chat, cfg, temperature, decoder
         self.generate_s = 0.0  # the rest of perf/rollout_s is envs and tokenizer
+        self.calls = 0
 
     @torch.no_grad()
     def __call__(self, contexts):
@@ -266,13 +269,10 @@ class LLMPolicy:
         started, was_training = time.perf_counter(), model.training
         # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
         model.eval()
-        rows = len(contexts)
-        if self.decoder is not None:  # a constant batch shape: the compiled decoder is not rebuilt
-            contexts = contexts + [contexts[0]] * (self.decoder.batch_size - rows)
-        input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
         if self.decoder is not None:
-            new_tokens = self.decoder.generate(input_ids, attention_mask, self.temperature, chat.stop_ids, chat.pad_id)
+            new_tokens = self.decoder.generate(contexts, self.temperature, chat.stop_ids, chat.pad_id, reuse=self.calls > 0)
         else:
+            input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
             sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) if self.temperature > 0 \
                 else dict(do_sample=False)
             # Pass every sampler knob: generate() would otherwise apply the model's generation_config
@@ -282,8 +282,9 @@ class LLMPolicy:
                                         eos_token_id=list(chat.stop_ids), pad_token_id=chat.pad_id,
                                         repetition_penalty=1.0, **sampling)[:, input_ids.shape[1]:]
         stop_ids = set(chat.stop_ids)
-        responses = [cut_at_stop(row, stop_ids) for row in new_tokens[:rows].tolist()]  # one host transfer per turn
+        responses = [cut_at_stop(row, stop_ids) for row in new_tokens.tolist()]  # one host transfer per turn
         model.train(was_training)
+        self.calls += 1
         self.generate_s += time.perf_counter() - started
         return responses
 

@@ -1,7 +1,7 @@
 """Where does a rollout's time go? Profiles one rollout of the benchmark setup (after a warm-up one)
 with torch.profiler and prints the kernels that take the most GPU time, and host vs device totals.
 
-    python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.cache=static
+    python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.cache=dynamic
 """
 import os
 import sys
@@ -12,18 +12,17 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import models  # noqa: E402
+import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
-from fast_decode import StaticDecoder  # noqa: E402
 
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
 cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
 device = torch.device("cuda")
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler = models.bf16_sampler(actor)  # as the trainer samples
+sampler, decoder = ragen_mini.sampler_and_decoder(actor, cfg, device)  # as the trainer samples
 P, N = cfg.rollout.groups, cfg.rollout.group_size
-decoder = StaticDecoder(sampler, P * N, cfg) if cfg.rollout.cache == "static" else None
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 for label in ("warm-up", "profiled"):
     policy = rollout.LLMPolicy(sampler, chat, cfg, cfg.rollout.temperature, decoder)

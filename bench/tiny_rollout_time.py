@@ -23,7 +23,6 @@ import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
-from fast_decode import StaticDecoder  # noqa: E402
 
 REPEATS, WARMUP_STEPS = 3, 200
 profile = "--profile" in sys.argv
@@ -39,9 +38,9 @@ chat = rollout.chat_format(tokenizer, actor.generation_config)
 start = time.perf_counter()
 warmup_loss = ragen_mini.format_warmup(actor, chat, cfg, device)
 print(f"format warm-up: {cfg.warmup.steps} steps in {time.perf_counter() - start:.0f} s, final loss {warmup_loss:.3f}")
-sampler = models.bf16_sampler(actor) if device.type == "cuda" else actor.eval()
+sampler, decoder = ragen_mini.sampler_and_decoder(actor, cfg, device)
+sampler.eval()
 P, N = cfg.rollout.groups, cfg.rollout.group_size
-decoder = StaticDecoder(sampler, P * N, cfg) if cfg.rollout.cache == "static" else None
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 
 
