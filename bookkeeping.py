@@ -161,6 +161,14 @@ def run_summary(run_dir, seconds):
         best = max(evals, key=lambda e: e[1])
         lines.append(f"eval success: {evals[0][1]:.3f} at iteration {evals[0][0]}, {evals[-1][1]:.3f} at the end "
                      f"(iteration {evals[-1][0]}), best {best[1]:.3f} (iteration {best[0]})")
+    timed = [row for row in rows if row["iteration"] >= 2 and "perf/iteration_s" in row]  # 1 compiles, warms up
+    if timed:
+        median = {key: float(np.median([row[key] for row in timed]))
+                  for key in ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s", "perf/update_s")}
+        lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = rollout "
+                     f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s, envs and "
+                     f"tokenizer {median['perf/rollout_s'] - median['perf/generate_s']:.2f} s) + scoring "
+                     f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, evaluations apart")
     lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")
     latest = latest_checkpoint(run_dir)
     if latest:

@@ -914,6 +914,13 @@ def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     assert (f"eval success: {evals[0][1]:.3f} at iteration 0, {evals[-1][1]:.3f} at the end (iteration 3), "
             f"best {best[1]:.3f} (iteration {best[0]})") in out
     assert f"run folder: {run_dir}" in out and f"--resume {run_dir}" in out and "(iteration 3)" in out
+    # where an iteration's time went: medians of iterations 2 and 3 (the first one warms up), by hand
+    timed = [line for line in read_lines(run_dir) if line.get("iteration", 0) >= 2 and "perf/iteration_s" in line]
+    half = lambda key: (timed[0][key] + timed[1][key]) / 2  # the median of two values
+    assert (f"time per iteration (median after the first): {half('perf/iteration_s'):.2f} s = rollout "
+            f"{half('perf/rollout_s'):.2f} s (generation {half('perf/generate_s'):.2f} s, envs and tokenizer "
+            f"{half('perf/rollout_s') - half('perf/generate_s'):.2f} s) + scoring {half('perf/logprob_s'):.2f} s"
+            f" + update {half('perf/update_s'):.2f} s") in out
     bar = err.replace("\r", "\n").splitlines()
     assert any("3/3" in line and f"eval_success={evals[-1][1]:.2f}" in line for line in bar)
     assert not any("Writing model shards" in line for line in bar)  # transformers' own bars stay out
