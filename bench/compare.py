@@ -1,0 +1,55 @@
+"""This checkout against another one (e.g. the code before a change), back to back on one machine:
+`python ragen_mini.py --bench K` in each, then the median of iterations 2..K of every timing, and the ratio.
+
+    git worktree add ../before <commit>
+    python bench/compare.py ../before --bench 5 [section.key=value ...]            # same overrides for both
+    python bench/compare.py ../before --bench 5 --baseline-overrides "rollout.cache=static" [overrides]
+
+Prints both JSON lines per iteration as they come, then a table; writes nothing.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s", "perf/update_s",
+        "perf/gen_tokens_per_s", "perf/peak_mem_gb", "perf/peak_reserved_gb"]
+
+
+def bench(folder, k, overrides):
+    """Runs the benchmark in `folder`; -> {key: median over iterations 2..k}."""
+    command = [sys.executable, "ragen_mini.py", "--bench", str(k), *overrides]
+    print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
+    lines = []
+    with subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, text=True) as process:
+        for line in process.stdout:
+            if line.startswith("{"):
+                print(line.strip(), flush=True)
+                lines.append(json.loads(line))
+    if process.returncode or len(lines) < 2:
+        raise SystemExit(f"the benchmark in {folder} failed (exit code {process.returncode})")
+    later = lines[1:]  # iteration 1 compiles and warms up
+    return {key: statistics.median(line[key] for line in later) for key in KEYS if key in later[0]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("baseline", help="the other checkout's folder")
+    parser.add_argument("--bench", type=int, default=5, help="iterations per checkout (the first is not counted)")
+    parser.add_argument("--baseline-overrides", default=None, help="the baseline's overrides, if others, in one string")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_intermixed_args()
+    ours = bench(HERE, args.bench, args.overrides)
+    theirs = bench(args.baseline, args.bench, args.overrides if args.baseline_overrides is None else args.baseline_overrides.split())
+    print(f"\nmedian of iterations 2-{args.bench}: this checkout, {args.baseline}, and how many times faster this is")
+    for key in KEYS:
+        if key in ours and key in theirs:
+            faster = ours[key] / theirs[key] if "per_s" in key else theirs[key] / ours[key] if key.endswith("_s") else None
+            print(f"{key:24s} {ours[key]:12.2f} {theirs[key]:12.2f}" + ("" if faster is None else f" {faster:8.2f}x"))
+
+
+if __name__ == "__main__":
+    main()
