@@ -128,7 +128,38 @@ SOKOBAN_MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)
 
 
 def sokoban_move(floor, boxes, player, action):
-    """One forward move: returns the new (player, boxes), both unchanged when the move is blocked."""
+    """One forward move: returns the new (player, boxes), both unchanged when the move is blocked.
+
+    `floor` is the set of free (row, col) cells (every other cell is wall, outside the grid included),
+    `boxes` a frozenset of box cells, `player` a (row, col) tuple, `action` a key of SOKOBAN_MOVES
+    (rows grow downwards: "Up" is (-1, 0)). With ahead = player + SOKOBAN_MOVES[action]:
+    - ahead is not floor (a wall): blocked.
+    - ahead is floor without a box: the player steps onto it; boxes unchanged.
+    - ahead holds a box: the box is pushed to beyond = ahead + the same step, and the player steps
+      onto ahead, but only if beyond is floor and holds no box (never into a wall, never into a
+      second box: two boxes in a row do not move). Otherwise blocked.
+    - blocked: returns the given (player, boxes) unchanged.
+    Boxes are never pulled, and targets play no part in a move. `boxes` is not changed in place: a
+    push returns a new frozenset.
+
+    Worked example, a corridor: row 1, columns 1 to 4 are floor (P player, X box, # wall; the picture
+    is the first call's state):
+
+        ######        floor = {(1, 1), (1, 2), (1, 3), (1, 4)}
+        #PX  #
+        ######
+
+        sokoban_move(floor, frozenset({(1, 2)}), (1, 1), "Right")   # push
+          -> ((1, 2), frozenset({(1, 3)}))
+        sokoban_move(floor, frozenset({(1, 2)}), (1, 3), "Right")   # step, the box stays behind
+          -> ((1, 4), frozenset({(1, 2)}))
+        sokoban_move(floor, frozenset({(1, 4)}), (1, 3), "Right")   # blocked: the box is at the wall
+          -> ((1, 3), frozenset({(1, 4)}))
+        sokoban_move(floor, frozenset({(1, 2), (1, 3)}), (1, 1), "Right")   # blocked: two boxes in a row
+          -> ((1, 1), frozenset({(1, 2), (1, 3)}))
+        sokoban_move(floor, frozenset({(1, 2)}), (1, 1), "Up")   # blocked: (0, 1) is wall
+          -> ((1, 1), frozenset({(1, 2)}))
+    """
     # BEGIN SOLUTION ex1-sokoban
     dr, dc = SOKOBAN_MOVES[action]
     ahead = (player[0] + dr, player[1] + dc)
@@ -470,7 +501,10 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
     - The first `<think>..</think> <answer>..</answer>` pair counts (only `<answer>..</answer>`
       with require_think=False, and think is then ""); text around it is ignored. No pair:
       ParsedAnswer("", [], False).
-    - The answer is split on "||"; empty pieces (e.g. a trailing "||") are ignored, as in RAGEN.
+    - think is the text between the tags with its surrounding whitespace stripped (str.strip()).
+    - The answer is split on "||" and each piece is stripped of surrounding whitespace (str.strip())
+      before anything else; pieces empty after stripping (e.g. a trailing "||", or " || ") are
+      ignored, as in RAGEN.
     - Only the first `max_actions` pieces are kept, BEFORE checking them (RAGEN's order): the extra
       ones are dropped unread and do not break the format. A long answer wastes nothing but tokens;
       the format penalty is kept for answers that cannot be executed as written.
@@ -478,6 +512,13 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
       spelling; invalid pieces (misspelt names, "Up, Down", full-width letters) are dropped.
     - format_ok: a pair was found, at least one action was kept and every kept piece was valid.
       The tags themselves are case-sensitive, as in RAGEN.
+    - Special strings inside the captured texts (`<think>`, `<answer>`, `<|im_end|>`, ...) are NOT
+      deleted, unlike the paper's code (docs/paper.md §9.6): they stay in think, and an answer piece
+      holding one ("Up<|im_end|>") is invalid.
+
+    Example, with valid_actions ["Up", "Left"] and max_actions 5:
+        "<think> go <think> up </think> <answer> up || left<|im_end|> || </answer>"
+        -> ParsedAnswer(think="go <think> up", actions=["Up"], format_ok=False)
     """
     # BEGIN SOLUTION ex2-parser
     pair = _first_pair(text, require_think)

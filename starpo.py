@@ -146,6 +146,11 @@ def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
             [ 0., -1.,  0.,  0.,  0.,  0.]])
     >>> token_level_rewards(torch.tensor([2., -1.]), mask, kl=torch.full((2, 6), 0.5), kl_coef=0.1)[0]
     tensor([ 0.0000, -0.0500, -0.0500,  0.0000,  1.9500,  0.0000])
+
+    A row whose mask is all 0 (no sampled token) has no last sampled token: its reward goes on position 0
+    (a masked-out token, which compute_gae ignores) and it gets no KL term.
+    >>> token_level_rewards(torch.tensor([5.]), torch.zeros(1, 3), kl=torch.ones(1, 3), kl_coef=0.1)
+    tensor([[5., 0., 0.]])
     """
     # BEGIN SOLUTION ex3-token-rewards
     positions = torch.arange(response_mask.shape[1], device=response_mask.device)  # (T,)
@@ -207,8 +212,10 @@ def compute_grpo_advantages(rewards, group_ids, eps=1e-6, normalize_by_std=True)
     Bessel's correction over the N rollouts of group g (all rollouts of one prompt/seed must share
     the id, docs/paper.md §7.9). normalize_by_std=False is Dr. GRPO: mean-centred only, which does
     not up-weight near-deterministic groups. A group whose std is <= eps (a group of one, or all
-    rewards equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps.
-    The caller puts A_i on every generated token of trajectory i.
+    rewards equal) carries no learning signal and gets exactly 0, never NaN or float noise / eps;
+    the rule holds with normalize_by_std=False too (such a group's centred rewards are only rounding
+    noise, and they come out as exactly 0). Computed in float64, returned in the dtype of `rewards`
+    (float32 in, float32 out). The caller puts A_i on every generated token of trajectory i.
 
     >>> rewards, groups = torch.tensor([1., 0., 1., 1.]), torch.tensor([0, 0, 1, 1])
     >>> compute_grpo_advantages(rewards, groups)  # group 0: mean .5, std sqrt(.5); group 1: equal
@@ -228,7 +235,8 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
                 loss_normalizer=None):
     """PPO clipped surrogate with decoupled clip range (StarPO-S clip-higher) and optional dual clip.
 
-    r = exp(logp - old_logp);  L = max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))
+    d = clamp(logp - old_logp, -20, 20) (LOG_RATIO_CLAMP: exp stays finite), r = exp(d);
+    L = max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))
     (docs/paper.md §6). Finding 5: clip_high > clip_low (0.28 vs 0.2, from DAPO) lets a good
     low-probability token grow further before its gradient is cut, which keeps exploring and
     delays the Echo Trap collapse. Dual clip (A < 0 only): L = min(L, -A * dual_clip), so a token
@@ -237,7 +245,9 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
     Returns (loss, metrics). metrics are detached 0-dim token means over this call's mask:
     clipfrac (clipped branch active, either side) = clipfrac_low (A < 0, r < 1 - clip_low)
     + clipfrac_high (A > 0, r > 1 + clip_high); dual_clipfrac (0 when dual_clip is None);
-    approx_kl = mean(old_logp - logp), the k1 estimate of KL(pi_old || pi) as in verl's ppo_kl.
+    approx_kl = mean(-d) = mean(-clamp(logp - old_logp, -20, 20)), the k1 estimate of KL(pi_old || pi)
+    from the same clamped log-ratio as r, as in current verl's ppo_kl (logp = 60, old_logp = 0 gives
+    approx_kl = -20, not -60).
 
     Worked example, one token per branch: inside, clipped low, clipped high, dual-clipped.
     >>> logp = torch.log(torch.tensor([[1.0, 0.5, 1.5, 4.0]]))  # ratios, since old_logp = 0
@@ -282,7 +292,8 @@ def value_loss(values, old_values, returns, response_mask, clip_range, loss_norm
 
     0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) per token (docs/paper.md §6, c = 0.5):
     the critic may move at most c from its rollout-time prediction before its gradient is cut.
-    metrics: vf_clipfrac, the fraction of tokens where the clipped term is the larger one.
+    metrics: vf_clipfrac, the masked mean of (clipped term > unclipped term): the fraction of tokens
+    where the clipped term is strictly larger (a tie counts as not clipped).
 
     Token 1 moved from 1.0 to 2.0; clipped to 1.5 its error (1.5 - 3)^2 = 2.25 exceeds (2 - 3)^2 = 1.
     >>> loss, m = value_loss(torch.tensor([[1., 2.]]), torch.tensor([[1., 1.]]),
@@ -347,6 +358,9 @@ def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     U(pi, M, s_0) = Std_{tau ~ pi(.|s_0)}[R(tau)] per group (one group = the N rollouts of one seed,
     Bessel std, rewards including the format penalty). Keeps exactly max(1, int(filter_ratio * G))
     of the G groups, those with the largest U (largest=False: the smallest); the paper keeps 25%.
+    int() rounds down, and a filter_ratio that would keep no group (int(filter_ratio * G) = 0, e.g.
+    0.25 of 3 groups) still keeps one: the paper's code has no such floor (docs/paper.md §9.8), here
+    one group is the minimum. filter_ratio outside (0, 1] raises ValueError.
     A group whose rollouts all get the same reward teaches nothing and, repeated, drives the Echo Trap.
     Ties in U are broken by the lower group id first. Returns a bool mask (B,) over trajectories.
 

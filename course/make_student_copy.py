@@ -10,8 +10,9 @@ A solution region is marked in the project's own code, inside a function body:
         ...the reference implementation...
         # END SOLUTION
 
-In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ...")`, at the region's
-indentation; everything outside the regions is copied unchanged, so the student copy imports and runs
+In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ... (see course/ex4-gae.md)")`
+at the region's indentation, naming the exercise and its handout (so every exercise id needs a handout
+course/<id>.md); everything outside the regions is copied unchanged, so the student copy imports and runs
 its untouched parts. The course's hidden tests (course/hidden/) are left out of the copy, and a
 START_HERE.md tells the student where to begin and how to check their work.
 """
@@ -44,7 +45,7 @@ def stub_regions(text, path="<text>"):
 
     >>> print(stub_regions("def f():\\n    # BEGIN SOLUTION ex1-demo\\n    return 1\\n    # END SOLUTION\\n"))
     def f():
-        raise NotImplementedError("exercise ex1-demo: implement this (see course/README.md)")
+        raise NotImplementedError("exercise ex1-demo: implement this (see course/ex1-demo.md)")
     <BLANKLINE>
     """
     out, inside = [], None
@@ -54,7 +55,10 @@ def stub_regions(text, path="<text>"):
             if inside:
                 raise ValueError(f"{path}:{number}: a solution region opens inside another one")
             inside = begin
-            out.append(f'{begin[1]}raise NotImplementedError("exercise {begin[2]}: implement this (see course/README.md)")\n')
+            # The stub points to the exercise's own handout, course/<exercise id>.md (the README is the
+            # instructor guide).
+            out.append(f'{begin[1]}raise NotImplementedError("exercise {begin[2]}: implement this '
+                       f'(see course/{begin[2]}.md)")\n')
         elif END.match(line):
             if not inside:
                 raise ValueError(f"{path}:{number}: END SOLUTION without BEGIN SOLUTION")

@@ -57,6 +57,8 @@ def test_every_stub_raises_and_names_its_exercise(student_copy):
         module = "envs" if function in ("sokoban_move", "parse_answer") else "starpo"
         done = run_python(student_copy, f"import torch, {module}\n{module}.{function}{calls[function]}")
         assert done.returncode == 1 and f"NotImplementedError: exercise {exercise}:" in done.stderr, function
+        assert f"(see course/{exercise}.md)" in done.stderr, function  # the student's handout, not the guide
+        assert (student_copy / "course" / f"{exercise}.md").is_file(), exercise
 
 
 @pytest.mark.slow
