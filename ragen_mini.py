@@ -150,8 +150,9 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
         crop = slice(0, mask.shape[1])
         with autocast(device):
             batch.old_logp[rows, crop] = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, False)[0]
-            if critic is not None:
-                batch.values[rows, crop] = token_values(critic, ids, attention, mask)
+            if critic is not None:  # values where GAE takes its steps
+                steps = mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)
+                batch.values[rows, crop] = token_values(critic, ids, attention, steps)
             if reference is not None:
                 batch.ref_logp[rows, crop] = token_logprobs(reference, ids, attention, mask, cfg.rollout.temperature, False)[0]
 
@@ -167,7 +168,9 @@ def compute_advantages(batch, cfg):
     kl = starpo.kl_estimate(batch.old_logp, batch.ref_logp, "k1") * mask if cfg.algo.kl_coef > 0 else None
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
-        advantages, batch.returns = starpo.compute_gae(token_rewards, batch.values, mask, cfg.algo.gamma, cfg.algo.lam)
+        steps = mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)  # the paper's code: env tokens too
+        advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
+        batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:
         per_trajectory = starpo.compute_grpo_advantages(batch.rewards, batch.group_ids,
@@ -192,6 +195,10 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
             num_tokens = batch.response_mask[mini].sum().clamp(min=1)  # the loss normaliser of every micro-batch
+            micro_count = -(-len(mini) // cfg.algo.micro_batch_size)
+
+            def normaliser(mask):  # token-mean: of the mini-batch; micro-batch-mean: the paper's code (§9.3)
+                return num_tokens if cfg.algo.loss_agg == "token-mean" else mask.sum().clamp(min=1) * micro_count
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
@@ -200,7 +207,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 with autocast(device):
                     logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
-                                                  crop(batch.advantages, rows, mask), mask, cfg.algo, num_tokens,
+                                                  crop(batch.advantages, rows, mask), mask, cfg.algo, normaliser(mask),
                                                   ref_logp=crop(batch.ref_logp, rows, mask))
                 loss.backward()  # the micro-batch losses add up to the mini-batch's token mean
                 for key, value in metrics.items():
@@ -219,7 +226,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 with autocast(device):
                     values = token_values(critic, ids, attention, mask)
                 loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask), crop(batch.returns, rows, mask),
-                                                  mask, cfg.algo.value_clip, loss_normalizer=num_tokens)
+                                                  mask, cfg.algo.value_clip, loss_normalizer=normaliser(mask))
                 loss.backward()
                 step_loss = step_loss + loss.detach()
                 logged.setdefault("train/vf_clipfrac", []).append(metrics["vf_clipfrac"])

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from config import ConfigError, new_env
-from envs import make_env, parse_answer, random_turn_actions
+from envs import make_env, parse_answer, random_turn_actions, without_special_strings
 
 # ======================================================================================================
 # The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
@@ -183,7 +183,10 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
         for i, response in zip(live, policy([trajectories[i].ids for i in live])):
             t, env = trajectories[i], envs[i]
             answer = tokenizer.decode(response, skip_special_tokens=True)
-            parsed = parse_answer(prefix + answer, env.actions, per_turn, require_think=cfg.rollout.think)
+            text = prefix + answer
+            if cfg.rollout.delete_special_strings:  # the paper's code's parser (docs/paper.md §9.6)
+                text = without_special_strings(text, cfg.rollout.think)
+            parsed = parse_answer(text, env.actions, per_turn, require_think=cfg.rollout.think)
             env_reward, executed, ended = 0.0, [], False
             for action in parsed.actions[:actions_left[i]]:  # past the trajectory budget: dropped
                 _, reward, terminated, truncated, info = env.step(action)

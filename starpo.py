@@ -113,6 +113,20 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     # END SOLUTION
 
 
+def gae_steps(response_mask):
+    """The paper's code's GAE time steps (docs/paper.md §9.5): every token from a trajectory's first
+    sampled token to its last, the env's tokens between them included, where compute_gae alone steps
+    over sampled tokens only. Pass it as compute_gae's mask (values are then needed at every step).
+    At gamma = lam = 1 both give the same advantages on the sampled tokens. (B, T) -> (B, T)
+
+    >>> gae_steps(torch.tensor([[0., 1., 1., 0., 0., 1., 0.]]))
+    tensor([[0., 1., 1., 1., 1., 1., 0.]])
+    """
+    seen = response_mask.cummax(dim=1).values  # 1 from the first sampled token on
+    to_come = response_mask.flip(1).cummax(dim=1).values.flip(1)  # 1 up to the last one
+    return seen * to_come
+
+
 def group_stats(rewards, group_ids):
     """Index of each trajectory's group (groups sorted by id), per-group mean and Bessel std.
 
@@ -166,9 +180,9 @@ def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
 def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):
     """The actor's whole loss: the clipped policy loss (policy_loss), minus entropy_coef x the token
     entropy (a brake on the collapse of exploration, Finding 3), plus, for vanilla StarPO's GRPO variant,
-    kl_coef x the k3 KL to the reference (GRPO puts the KL in the loss; PPO puts it in the reward,
-    token_level_rewards). `cfg` is the config's algo section (clip_low, clip_high, dual_clip,
-    entropy_coef, kl_coef, estimator). Returns (loss, metrics): metrics as policy_loss's, plus
+    kl_coef x the KL to the reference, k3 or, as the paper's code, k1 (cfg.grpo_kl; GRPO puts the KL in
+    the loss, PPO in the reward, token_level_rewards). `cfg` is the config's algo section (clip_low,
+    clip_high, dual_clip, entropy_coef, kl_coef, estimator, grpo_kl). Returns (loss, metrics): metrics as policy_loss's, plus
     policy_loss (the clipped term alone) and entropy, all detached.
 
     One token, ratio 1, advantage 1: policy term -1, entropy bonus -0.1 x 2.
@@ -185,7 +199,7 @@ def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_nor
     if cfg.entropy_coef > 0:
         loss = loss - cfg.entropy_coef * _aggregate(entropy, response_mask, loss_normalizer)
     if cfg.kl_coef > 0 and cfg.estimator == "grpo":
-        loss = loss + cfg.kl_coef * _aggregate(kl_estimate(logp, ref_logp, "k3"), response_mask, loss_normalizer)
+        loss = loss + cfg.kl_coef * _aggregate(kl_estimate(logp, ref_logp, cfg.grpo_kl), response_mask, loss_normalizer)
     metrics.update(policy_loss=pg_loss.detach(), entropy=masked_mean(entropy.detach(), response_mask))
     return loss, metrics
 

@@ -402,7 +402,7 @@ def test_actor_loss_adds_entropy_bonus_and_grpo_kl_token_by_token(estimator):
     advantages, entropy = rng.normal(size=(2, 7)), rng.random((2, 7))
     mask = (rng.random((2, 7)) < 0.7).astype(float)
     algo = type("Algo", (), dict(clip_low=0.2, clip_high=0.28, dual_clip=0, entropy_coef=0.01, kl_coef=0.05,
-                                 estimator=estimator))
+                                 estimator=estimator, grpo_kl="k3"))
     loss, metrics = actor_loss(*(torch.tensor(x) for x in (logp, entropy, old_logp, advantages, mask)), algo,
                                loss_normalizer=10, ref_logp=torch.tensor(ref_logp))
     total = 0.0
