@@ -128,6 +128,7 @@ def check_config(cfg):
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
         (a["loss_agg"] in ("token-mean", "micro-batch-mean"), "algo.loss_agg must be token-mean or micro-batch-mean"),
         (a["grpo_kl"] in ("k1", "k3"), "algo.grpo_kl must be k1 or k3"),
+        (a["train_tokens"] in ("sampled", "after_system"), "algo.train_tokens must be sampled or after_system"),
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
         (r["cache"] in ("auto", "dynamic", "static"), "rollout.cache must be auto, dynamic or static"),
         (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),

@@ -477,21 +477,34 @@ _SPACE_THEN_ANSWER = re.compile(r"\s*<answer>")
 PAPER_SPECIAL_STRINGS = ("<think>", "</think>", "<answer>", "</answer>", "<|im_start|>", "<|im_end|>")
 
 
+def cleaned_pair(text, require_think=True):
+    """The paper's code's reading of a reply (docs/paper.md §9.6): the first think/answer pair, as
+    parse_answer finds it, with the special strings deleted inside both texts -> (think, answer) or None.
+
+    >>> cleaned_pair("<think>go</think> <answer><answer>Up</answer></answer>")
+    ('go', 'Up')
+    """
+    pair = _first_pair(text, require_think)
+    if pair is None:
+        return None
+    think, answer = pair
+    for special in PAPER_SPECIAL_STRINGS:
+        think, answer = think.replace(special, ""), answer.replace(special, "")
+    return think, answer
+
+
 def without_special_strings(text, require_think=True):
-    """The paper's code's parser, as a rewrite before parse_answer (rollout.delete_special_strings,
-    docs/paper.md §9.6): it finds the first think/answer pair as parse_answer does, then deletes the
-    special strings inside the two texts before splitting. Returned: the pair rebuilt from the cleaned
-    texts (the text itself when there is no pair), which parse_answer then reads as the paper's code did.
+    """The paper's code's parser, as a rewrite before parse_answer (rollout.delete_special_strings): the
+    first pair rebuilt from cleaned_pair's texts (the text itself when there is no pair), which
+    parse_answer then reads as the paper's code did.
 
     >>> without_special_strings("<think>go</think> <answer><answer>Up</answer></answer>")
     '<think>go</think><answer>Up</answer>'
     """
-    pair = _first_pair(text, require_think)
+    pair = cleaned_pair(text, require_think)
     if pair is None:
         return text
     think, answer = pair
-    for special in PAPER_SPECIAL_STRINGS:
-        think, answer = think.replace(special, ""), answer.replace(special, "")
     return f"<think>{think}</think><answer>{answer}</answer>" if require_think else f"<answer>{answer}</answer>"
 
 

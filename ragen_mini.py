@@ -68,8 +68,10 @@ class Batch:
     returns: torch.Tensor = None     # (B, T-1) the critic's targets (GAE only)    } ADVANTAGES
 
 
-def collate(trajectories, pad_id, device):
-    """Right-pad the kept trajectories into a Batch."""
+def collate(trajectories, pad_id, device, train_from=None):
+    """Right-pad the kept trajectories into a Batch. train_from=k (the paper's code, algo.train_tokens=
+    after_system, docs/paper.md §9.1): the losses cover every token from index k on, not only the sampled
+    ones."""
     width = max(len(t.ids) for t in trajectories)
     input_ids = torch.full((len(trajectories), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(trajectories), width), dtype=torch.long)
@@ -78,6 +80,8 @@ def collate(trajectories, pad_id, device):
         input_ids[i, :len(t.ids)] = torch.tensor(t.ids)
         attention_mask[i, :len(t.ids)] = 1
         sampled[i, :len(t.ids)] = torch.tensor(t.sampled, dtype=torch.float)
+        if train_from is not None:
+            sampled[i, train_from:len(t.ids)] = 1.0
     return Batch(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                  response_mask=sampled[:, 1:].to(device),
                  rewards=torch.tensor([t.reward for t in trajectories], device=device),
@@ -321,7 +325,9 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
 
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
-        batch = collate(kept, run.chat.pad_id, run.device)
+        # the paper's code trains on every token after the system message and the user turn's first token (§9.1)
+        train_from = run.chat.system_length + 1 if cfg.algo.train_tokens == "after_system" else None
+        batch = collate(kept, run.chat.pad_id, run.device, train_from)
         old_logprobs_and_values(batch, run.actor, run.critic, run.reference, cfg, run.device)
         metrics["perf/logprob_s"] = clock.lap()
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from config import ConfigError, new_env
-from envs import make_env, parse_answer, random_turn_actions, without_special_strings
+from envs import cleaned_pair, make_env, parse_answer, random_turn_actions, without_special_strings
 
 # ======================================================================================================
 # The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
@@ -86,6 +86,7 @@ class ChatFormat:
     close_assistant: str     # template text from the end of a reply to the next user message's text
     open_assistant: str      # template text from the end of a user message to the reply
     pad_id: int              # the tokenizer's pad id, else end_of_turn_id (padding is always masked out)
+    system_length: int       # tokens of the system message as the template renders it (a trajectory's first ones)
 
 
 def chat_format(tokenizer, generation_config=None):
@@ -106,9 +107,11 @@ def chat_format(tokenizer, generation_config=None):
                           "does not start with a special token: ragen-mini needs an end-of-turn token to stop on")
     eos = getattr(generation_config, "eos_token_id", None)
     eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+    system = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}], tokenize=False)
     return ChatFormat(tokenizer=tokenizer, end_of_turn_id=first[0], stop_ids=tuple(dict.fromkeys([first[0], *eos])),
                       close_assistant=close_assistant, open_assistant=open_assistant,
-                      pad_id=first[0] if tokenizer.pad_token_id is None else tokenizer.pad_token_id)
+                      pad_id=first[0] if tokenizer.pad_token_id is None else tokenizer.pad_token_id,
+                      system_length=len(tokenizer(system, add_special_tokens=False)["input_ids"]))
 
 
 # ======================================================================================================
@@ -201,9 +204,11 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             actions_left[i] -= len(executed)
             t.num_actions += len(executed)
             t.reward += turn_reward
+            t.response_tokens += len(response)
+            if cfg.rollout.clean_history:  # the paper's code: the reply as its parsed, cleaned text (§9.2)
+                response = clean_reply(prefix + answer, per_turn, cfg.rollout.think, chat) or response
             t.ids = t.ids + response
             t.sampled = t.sampled + [1] * len(response)
-            t.response_tokens += len(response)
             thinks.append(parsed.think)
             t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
             done[i] = ended or turn == cfg.env.max_turns
@@ -228,6 +233,27 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.ids = t.ids + segment
             t.sampled = t.sampled + [0] * len(segment)
     return trajectories
+
+
+def clean_reply(text, max_actions, think, chat):
+    """A reply re-written as the paper's code keeps it in the history and trains on it (rollout.
+    clean_history, docs/paper.md §9.2): the first think/answer pair with the special strings deleted and
+    both texts stripped, the answer cut to its first max_actions pieces (joined by " || ") when it has
+    more, then the end-of-turn token. -> token ids after the forced answer start, or None (no pair: the
+    reply stays as it was sampled).
+
+        "<think> go<|im_end|> </think>  <answer>Up||Up||Left</answer> bye", 2 actions
+        -> the ids of "go</think><answer>Up || Up</answer>" + [end of turn]
+    """
+    pair = cleaned_pair(text, think)
+    if pair is None:
+        return None
+    thought, answer = pair[0].strip(), pair[1].strip()
+    pieces = [piece.strip() for piece in answer.split("||") if piece.strip()]
+    if len(pieces) > max_actions:
+        answer = " || ".join(pieces[:max_actions])
+    body = f"{thought}</think><answer>{answer}</answer>" if think else f"{answer}</answer>"
+    return chat.tokenizer(body, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id]
 
 
 def left_pad(contexts, pad_id):

@@ -305,3 +305,10 @@ def test_unwritable_run_folder_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ragen_mini.os, "makedirs", denied)
     message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={tmp_path / 'run'}"], capsys)
     assert str(tmp_path / "run") in message and "Permission denied" in message and "run_dir" in message
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_preset_passes_the_config_checks(preset):
+    """A preset with a misspelt key or an impossible setting would stop its own command: none does."""
+    cfg = ragen_mini.namespace(ragen_mini.load_config(str(ROOT / "configs" / preset), []))
+    assert cfg.rollout.groups * cfg.rollout.group_size >= cfg.algo.mini_batch_size

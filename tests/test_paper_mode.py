@@ -24,10 +24,10 @@ MOVES = ["Up", "Down", "Left", "Right"]
 def test_the_paper_preset_turns_every_switch_to_the_paper_s_side():
     cfg = namespace(load_config(str(ROOT / "configs" / "ragen-paper.yaml"), []))
     ours = namespace(load_config(None, []))
-    assert (cfg.algo.loss_agg, cfg.algo.grpo_kl, cfg.algo.gae_skip_observations, cfg.rollout.delete_special_strings) \
-        == ("micro-batch-mean", "k1", False, True)
-    assert (ours.algo.loss_agg, ours.algo.grpo_kl, ours.algo.gae_skip_observations, ours.rollout.delete_special_strings) \
-        == ("token-mean", "k3", True, False)
+    switches = lambda c: (c.algo.train_tokens, c.rollout.clean_history, c.algo.loss_agg, c.algo.grpo_kl,
+                          c.algo.gae_skip_observations, c.rollout.delete_special_strings)  # §9.1 to §9.6
+    assert switches(cfg) == ("after_system", True, "micro-batch-mean", "k1", False, True)
+    assert switches(ours) == ("sampled", False, "token-mean", "k3", True, False)
 
 
 # ---- §9.3: the loss's average over micro-batches ------------------------------------------------------
@@ -172,3 +172,60 @@ def test_the_rollout_uses_the_paper_s_parser_when_asked(tok_actor, delete):
                                        [4], [4])[0]
     assert trajectory.turns[0].format_ok == delete
     assert trajectory.turns[0].actions == (["Up"] if delete else [])
+
+
+# ---- §9.1: the trained tokens -------------------------------------------------------------------------
+def test_after_system_trains_every_token_after_the_user_turn_s_first_token(tok_actor):
+    """RAGEN's mask: positions from the second turn start (<|im_start|> of the first user message) on
+    predict trained tokens; here found by searching the ids for <|im_start|>."""
+    tok, _ = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=2")
+    chat = chat_of(tok)
+    trajectories = rollout.play_episodes(rollout.random_policy(chat, cfg, random.Random(0)), chat, cfg, [1, 2], [1, 2])
+    batch = ragen_mini.collate(trajectories, chat.pad_id, CPU, train_from=chat.system_length + 1)
+    im_start = tok.convert_tokens_to_ids("<|im_start|>")
+    for row, t in enumerate(trajectories):
+        second_start = [i for i, x in enumerate(t.ids) if x == im_start][1]
+        expected = [1.0 if second_start <= i < len(t.ids) - 1 else 0.0 for i in range(batch.response_mask.shape[1])]
+        assert batch.response_mask[row].tolist() == expected
+        assert tok.decode(t.ids[:second_start]) == tok.apply_chat_template(
+            [{"role": "system", "content": rollout.SYSTEM_PROMPT}], tokenize=False)
+    assert batch.response_mask.sum() > 5 * sum(sum(t.sampled) for t in trajectories)  # far more than the replies
+
+
+def test_the_trainer_passes_the_after_system_start_to_collate(tmp_path, monkeypatch):
+    seen = []
+    collate = ragen_mini.collate
+    monkeypatch.setattr(ragen_mini, "collate", lambda *args: seen.append(args[3:]) or collate(*args))
+    cfg = ragen_mini.load_config(str(ROOT / "configs" / "tiny.yaml"),
+                                 ["train.device=cpu", "rollout.groups=2", "rollout.group_size=2", "env.max_turns=1",
+                                  "rollout.max_new_tokens=4", "algo.mini_batch_size=2", "algo.micro_batch_size=2",
+                                  "warmup.steps=0", "eval.every=0", "checkpoint.every=0", "train.iterations=1",
+                                  "algo.train_tokens=after_system", f"run_dir={tmp_path / 'run'}"])
+    ragen_mini.train(cfg)
+    tok, actor = ragen_mini.load_models(namespace(cfg), CPU)
+    assert seen == [(rollout.chat_format(tok, actor.generation_config).system_length + 1,)]
+
+
+# ---- §9.2: the history keeps the cleaned reply ------------------------------------------------------------
+@pytest.mark.parametrize("clean", [False, True])
+def test_clean_history_keeps_the_parsed_reply_in_the_context_and_for_training(tok_actor, clean):
+    tok, _ = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=2", f"rollout.clean_history={clean}")
+    chat = chat_of(tok)
+    reply = " go <answer> </think>  <answer>Up||Up||Up|| ||Up||Up||Left</answer> bye"  # 6 pieces, 5 kept
+    reply_ids = tok(reply, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id]
+    shown = []
+
+    def policy(contexts):
+        shown.append([list(c) for c in contexts])
+        return [reply_ids] * len(contexts)
+
+    t = rollout.play_episodes(policy, chat, cfg, [3], [3])[0]
+    assert len(t.turns) == 2
+    first_reply = t.ids[t.sampled.index(1):][:t.sampled[t.sampled.index(1):].index(0)]  # the first sampled stretch
+    # the paper's code: think and answer stripped, tags inside deleted, answer cut to 5 pieces and joined
+    expected = "go</think><answer>Up || Up || Up || Up || Up</answer><|im_end|>" if clean else reply + "<|im_end|>"
+    assert tok.decode(first_reply) == expected
+    assert tok.decode(shown[1][0]).count(expected) == 1  # the next turn's context holds that same text
+    assert t.response_tokens == 2 * len(reply_ids)  # what the model sampled, either way
