@@ -109,7 +109,7 @@ class StaticDecoder:
         try:
             rows, new = self.place(contexts, pad_id, reuse)
             out, fed = self.decode(*self.feed(new, pad_id), temperature, stop_ids, pad_id)
-            self.remember(rows, contexts, new, out, fed, set(stop_ids))
+            self.remember(rows, new, out, fed, set(stop_ids))
             return out[torch.tensor(rows, device=out.device)]
         finally:
             self.model.set_attn_implementation(given)
@@ -137,8 +137,8 @@ class StaticDecoder:
 
     def feed(self, new, pad_id):
         """Prefill: the new tokens of every row, left-padded into one block of slots after the used ones,
-        in one forward pass (eager: its width changes every turn). -> the first sampled token (B,), the
-        position of each row's last real token (B, 1), and the slot where the reply starts."""
+        in one forward pass (eager: its width changes every turn). -> the logits after each row's last
+        token (B, V), that token's position (B, 1), and the slot where the reply starts."""
         model, start, device = self.model, self.next_slot, self.model.device
         ids, block_mask = (x.to(device) for x in left_pad(new, pad_id))  # (B, W)
         width = ids.shape[1]
@@ -173,7 +173,7 @@ class StaticDecoder:
             token = self.step(token[:, None].clone(), position.clone(), cache_positions[t:t + 1], self.mask, window,
                               temperature, stop_ids, allow_eos)
 
-    def remember(self, rows, contexts, new, out, fed, stop_ids):
+    def remember(self, rows, new, out, fed, stop_ids):
         """Book what the cache now holds: each row's new tokens and the part of its reply that was fed
         (up to its stop token); the padding a stopped row fed after it is masked out."""
         start = self.next_slot + max(map(len, new))
