@@ -154,9 +154,8 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
         crop = slice(0, mask.shape[1])
         with autocast(device):
             batch.old_logp[rows, crop] = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, False)[0]
-            if critic is not None:  # values where GAE takes its steps
-                steps = mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)
-                batch.values[rows, crop] = token_values(critic, ids, attention, steps)
+            if critic is not None:
+                batch.values[rows, crop] = token_values(critic, ids, attention, gae_steps(mask, cfg))
             if reference is not None:
                 batch.ref_logp[rows, crop] = token_logprobs(reference, ids, attention, mask, cfg.rollout.temperature, False)[0]
 
@@ -166,14 +165,20 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
 # PPO: GAE over the whole multi-turn token sequence, skipping observation tokens, then whitening.
 # GRPO: the trajectory's reward normalised within its group, on every one of its tokens.
 # ======================================================================================================
+def gae_steps(mask, cfg):
+    """Where GAE takes its time steps, and so where step 3 needs the critic's values: the sampled tokens,
+    or with algo.gae_skip_observations=false (the paper's code, docs/paper.md §9.5) every token from
+    the first sampled one to the last."""
+    return mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)
+
+
 def compute_advantages(batch, cfg):
     """Sets batch.advantages and batch.returns (B, T-1); returns the KL metric when a KL term is on."""
     mask = batch.response_mask  # (B, T-1)
     kl = starpo.kl_estimate(batch.old_logp, batch.ref_logp, "k1") * mask if cfg.algo.kl_coef > 0 else None
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
-        steps = mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)  # the paper's code: env tokens too
-        advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
+        advantages, returns = starpo.compute_gae(token_rewards, batch.values, gae_steps(mask, cfg), cfg.algo.gamma, cfg.algo.lam)
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:

@@ -1,6 +1,7 @@
 """The paper's code's own choices as switches (docs/paper.md §9, configs/ragen-paper.yaml), each checked
 against a computation written here: a plain loop over micro-batches, the pinned verl's GAE loop, the k1
 estimator by hand, and RAGEN's regular expression with its deletions."""
+import copy
 import random
 import re
 import sys
@@ -56,7 +57,7 @@ def test_loss_aggregation_matches_a_plain_loop_over_micro_batches(tok_actor, los
     ours = per_token.sum() / batch.response_mask.sum()
     paper = sum(per_token[c].sum() / batch.response_mask[c].sum() for c in chunks) / len(chunks)
     assert abs(ours - paper) > 0.05 * abs(ours)  # the two averages differ on these micro-batches
-    model = ragen_mini.copy.deepcopy(actor)
+    model = copy.deepcopy(actor)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.0)
     metrics = ragen_mini.update(batch, model, None, optimizer, None, cfg, CPU, torch.Generator().manual_seed(7))
     expected = ours if loss_agg == "token-mean" else paper
