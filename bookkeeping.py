@@ -164,9 +164,11 @@ def run_summary(run_dir, seconds):
     timed = [row for row in rows if row["iteration"] >= 2 and "perf/iteration_s" in row]  # 1 compiles, warms up
     if timed:
         median = {key: float(np.median([row[key] for row in timed]))
-                  for key in ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s", "perf/update_s")}
+                  for key in ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps",
+                              "perf/logprob_s", "perf/update_s")}
         lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = rollout "
-                     f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s, envs and "
+                     f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s in "
+                     f"{median['perf/decode_steps']:.0f} decoding steps, envs and "
                      f"tokenizer {median['perf/rollout_s'] - median['perf/generate_s']:.2f} s) + scoring "
                      f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, evaluations apart")
     lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")

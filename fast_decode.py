@@ -15,6 +15,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from rollout import left_pad
 
 WINDOW_STEP = 256  # decoding windows are rounded up to this many slots: few distinct shapes to capture
+CHECK_EVERY = 8    # decoding steps between two checks whether every row has stopped (each check waits for the GPU)
 
 
 def window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, window=None, **kwargs):
@@ -53,10 +54,11 @@ def decoding_step(model, cache, token, position, cache_position, attention_mask,
 
 def sample(logits, temperature, stop_ids, allow_eos):
     """Exactly softmax(logits / T) by the exponential race: argmax of p / E with E ~ Exp(1), which needs
-    no host synchronisation (torch.multinomial would). T = 0 is greedy. The stop tokens (a (S,) tensor
-    of ids) are barred while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
+    no host synchronisation (torch.multinomial would). T = 0 is greedy. The captured step takes T as a
+    0-d tensor: a float would be compiled into it, one more compilation per temperature. The stop tokens
+    (a (S,) tensor of ids) are barred while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
     logits[:, stop_ids] = torch.where(allow_eos, logits[:, stop_ids], float("-inf"))
-    if temperature == 0:
+    if not torch.is_tensor(temperature) and temperature == 0:
         return logits.argmax(-1)
     return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
 
@@ -70,7 +72,8 @@ class StaticDecoder:
     """What `generate` does, for rollout.cache=static: a KV cache of fixed shape (batch_size rows x
     max_context slots), allocated once, and one decoding step that torch.compile captures as a CUDA
     graph (one launch per token instead of hundreds), with no host synchronisation inside the loop but
-    one finished-check every 32 tokens.
+    one finished-check every CHECK_EVERY tokens. A turn lasts as long as its longest reply: rows with no
+    conversation this turn (episodes that ended, spare rows) count as stopped from the start.
 
     Turn k+1 of a conversation starts with turn k's context and reply: the cache keeps them, so a new
     turn feeds only the tokens that are new (the end of the reply, the env's message), not the whole
@@ -102,13 +105,14 @@ class StaticDecoder:
 
     @torch.no_grad()
     def generate(self, contexts, temperature, stop_ids, pad_id, reuse=False):
-        """Token-id lists -> (len(contexts), max_new_tokens) sampled tokens, pad_id after a stop token.
+        """Token-id lists -> (len(contexts), steps) sampled tokens, pad_id after a stop token; steps is at
+        most max_new_tokens, fewer when every row stopped sooner.
         reuse=True: these contexts may continue those of the previous call (same weights since)."""
         given = self.model.config._attn_implementation
         self.model.set_attn_implementation("window")
         try:
             rows, new = self.place(contexts, pad_id, reuse)
-            out, fed = self.decode(*self.feed(new, pad_id), temperature, stop_ids, pad_id)
+            out, fed = self.decode(*self.feed(new, pad_id), temperature, stop_ids, pad_id, rows)
             self.remember(rows, new, out, fed, set(stop_ids))
             return out[torch.tensor(rows, device=out.device)]
         finally:
@@ -150,23 +154,27 @@ class StaticDecoder:
                        window=start + width).logits[:, -1].float()  # (B, V)
         return logits, positions[:, -1:].clone(), start + width
 
-    def decode(self, logits, position, start, temperature, stop_ids, pad_id):
-        """Sample up to max_new_tokens per row from slot `start` on -> (out (B, max_new_tokens), fed):
-        out holds pad_id after a row's stop token; the first `fed` tokens of every row went into the cache."""
+    def decode(self, logits, position, start, temperature, stop_ids, pad_id, rows):
+        """Sample up to max_new_tokens per row from slot `start` on -> (out (B, steps), fed): out holds
+        pad_id after a row's stop token, and in every row not in `rows` (no conversation this turn); the
+        first `fed` = steps - 1 tokens of every row went into the cache (the last one needs no step)."""
         cfg, B, device = self.cfg.rollout, self.batch_size, self.model.device
         window = min(self.slots, -(-(start + cfg.max_new_tokens) // WINDOW_STEP) * WINDOW_STEP)  # the turn's slots
         allow_eos = torch.tensor(cfg.min_new_tokens == 0, device=device)
         stop_ids = torch.tensor(stop_ids, device=device)  # (S,)
+        if temperature > 0:
+            temperature = torch.tensor(temperature, device=device)
         token = sample(logits, temperature, stop_ids, allow_eos)
         out = torch.full((B, cfg.max_new_tokens), pad_id, dtype=torch.long, device=device)
         cache_positions = torch.arange(start, start + cfg.max_new_tokens, device=device)  # no per-step copy
-        finished = torch.zeros(B, dtype=torch.bool, device=device)
+        finished = torch.ones(B, dtype=torch.bool, device=device)  # (B,) True = emits padding from now on
+        finished[rows] = False
         for t in range(cfg.max_new_tokens):
-            token = torch.where(finished, pad_id, token)  # rows that already stopped emit padding
+            token = torch.where(finished, pad_id, token)
             out[:, t] = token
             finished |= torch.isin(token, stop_ids)
-            if t == cfg.max_new_tokens - 1 or (t % 32 == 31 and bool(finished.all())):
-                return out, t
+            if t == cfg.max_new_tokens - 1 or (t % CHECK_EVERY == CHECK_EVERY - 1 and bool(finished.all())):
+                return out[:, :t + 1], t
             self.mask[:, start + t] = 1
             position += 1
             allow_eos.fill_(t + 1 >= cfg.min_new_tokens)

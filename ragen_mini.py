@@ -318,7 +318,8 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         policy = LLMPolicy(run.sampler, run.chat, cfg, cfg.rollout.temperature, run.decoder)
         trajectories = play_episodes(policy, run.chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
         metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout"),
-                   "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s}
+                   "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s,
+                   "perf/decode_steps": policy.decode_steps}
 
         # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
         rewards = torch.tensor([t.reward for t in trajectories])  # (P*N,)

@@ -285,11 +285,13 @@ class LLMPolicy:
     `generate` (rollout.cache=dynamic) or a fast_decode.StaticDecoder (static), which the caller builds
     once and passes in. The static decoder keeps the conversation's KV cache from one call to the next:
     an LLMPolicy serves one batch of episodes with fixed weights (the trainer makes one per rollout).
-    generate_s adds up the time spent sampling."""
+    generate_s adds up the time spent sampling, decode_steps the decoding steps: every turn takes as
+    many as its longest reply has tokens, so one rambling row makes the whole batch wait."""
 
     def __init__(self, model, chat, cfg, temperature, decoder=None):
         self.model, self.chat, self.cfg, self.temperature, self.decoder = model, chat, cfg, temperature, decoder
         self.generate_s = 0.0  # the rest of perf/rollout_s is envs and tokenizer
+        self.decode_steps = 0
         self.calls = 0
 
     @torch.no_grad()
@@ -314,6 +316,7 @@ class LLMPolicy:
         responses = [cut_at_stop(row, stop_ids) for row in new_tokens.tolist()]  # one host transfer per turn
         model.train(was_training)
         self.calls += 1
+        self.decode_steps += new_tokens.shape[1]
         self.generate_s += time.perf_counter() - started
         return responses
 

@@ -458,7 +458,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 
     # the decoder itself stops on the other stop id (not only the cut afterwards): when every row's
     # first token is <|endoftext|> / <|end_of_text|>, generate() runs the prefill and nothing more; the
-    # static decoder, which looks for finished rows every 32 tokens, stops at its first check
+    # static decoder, which looks for finished rows every 8 tokens, stops at its first check
     offset[other] = 50.0
     long_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=40", "rollout.max_context=96")
     forwards, handle = record_prefill(sampler)
@@ -467,7 +467,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     finally:
         handle.remove()
     calls = len(forwards)
-    assert calls == (1 if cache == "dynamic" else 1 + 31)
+    assert calls == (1 if cache == "dynamic" else 1 + 7)
     # min_new_tokens bars every stop id, the other one included: 3 tokens, then the forced stop
     min_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3",
                  "rollout.max_context=96")

@@ -90,3 +90,21 @@ def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
     contexts = [t.ids for t in first]  # they continue the rows the decoder holds
     expected = rollout.LLMPolicy(model, chat, cfg, 0.0)(contexts)
     assert rollout.LLMPolicy(model, chat, cfg, 0.0, decoder)(contexts) == expected
+
+
+def test_static_decoder_rows_without_a_conversation_never_hold_up_a_turn(tok_actor):
+    """A decoder of 4 rows given 2 contexts: its 2 spare rows would never stop (no end-of-turn boost
+    there), the 2 live rows stop at once. The turn ends at the first finished-check, 8 tokens, not
+    at max_new_tokens=40: rows that carry no conversation count as stopped from the start."""
+    tok, actor = tok_actor
+    cfg = ns("rollout.cache=static", "rollout.max_new_tokens=40", "rollout.max_context=96")
+    model = sharpened(actor)
+    offset = torch.zeros(4, 1, model.config.vocab_size)  # (rows, 1, V): the decoder's rows, always 4
+    offset[:2, :, tok.eos_token_id] = 100.0
+    hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
+    decoder = fast_decode.StaticDecoder(model, 4, cfg)
+    try:
+        out = decoder.generate([[5, 6, 7], [8, 9]], 0.0, [tok.eos_token_id], tok.pad_token_id)
+    finally:
+        hook.remove()
+    assert out.tolist() == [[tok.eos_token_id] + [tok.pad_token_id] * 7] * 2

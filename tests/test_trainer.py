@@ -524,22 +524,25 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, cache, min_new_tok
 
 
 def test_static_decoder_stops_at_the_finished_check_once_every_row_ended(tok_actor):
-    """When every answer ends early, the static decoder stops at its finished-check after 32 tokens
-    instead of decoding all max_new_tokens, with the answers of a plain decoding loop."""
+    """When every answer ends early, the static decoder stops at the first finished-check (every 8
+    tokens) after the longest answer instead of decoding all max_new_tokens, with the answers of a plain
+    decoding loop."""
     tok, actor = tok_actor
     cfg = ns("rollout.cache=static", "rollout.max_new_tokens=40", "rollout.max_context=96")
     model = sharpened(actor, tok, eos_boost=6.0)
     rng = random.Random(1)
     contexts = [[rng.randrange(3, len(tok)) for _ in range(n)] for n in (5, 17, 11, 30)]
     expected = [greedy_plain(model, tok, context, 40) for context in contexts]
-    assert all(e[-1] == tok.eos_token_id for e in expected) and max(map(len, expected)) < 32
+    longest = max(map(len, expected))
+    assert all(e[-1] == tok.eos_token_id for e in expected) and longest <= 32
     forwards = []
     hook = model.register_forward_hook(lambda *args: forwards.append(1))
     try:
         assert llm_policy(model, chat_of(tok), cfg, 0.0)(contexts) == expected
     finally:
         hook.remove()
-    assert len(forwards) == 1 + 31  # the prefill, then a decoding step for tokens 2..32; none for 33..40
+    steps = -(-longest // 8) * 8  # the first multiple of 8 at or after the longest answer
+    assert len(forwards) == 1 + steps - 1  # the prefill, then a decoding step for tokens 2..steps
 
 
 def test_left_pad_hand_worked():
@@ -918,7 +921,8 @@ def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     timed = [line for line in read_lines(run_dir) if line.get("iteration", 0) >= 2 and "perf/iteration_s" in line]
     half = lambda key: (timed[0][key] + timed[1][key]) / 2  # the median of two values
     assert (f"time per iteration (median after the first): {half('perf/iteration_s'):.2f} s = rollout "
-            f"{half('perf/rollout_s'):.2f} s (generation {half('perf/generate_s'):.2f} s, envs and tokenizer "
+            f"{half('perf/rollout_s'):.2f} s (generation {half('perf/generate_s'):.2f} s in "
+            f"{half('perf/decode_steps'):.0f} decoding steps, envs and tokenizer "
             f"{half('perf/rollout_s') - half('perf/generate_s'):.2f} s) + scoring {half('perf/logprob_s'):.2f} s"
             f" + update {half('perf/update_s'):.2f} s") in out
     bar = err.replace("\r", "\n").splitlines()

@@ -5,7 +5,8 @@ result tables (docs/results.md) and the timings need, floats rounded to 4 signif
     python tools/compact_metrics.py --evals RUN_DIR ...              # runs no figure draws: fewer rows
 
 Kept: iteration; every eval/*, pre_warmup/* and warmup/* key; the metrics drawn by plots.py; the
-timings perf/iteration_s, generate_s, update_s and warmup_s; and rollout/zero_signal. Written as compact
+timings of the run summary's line (perf/iteration_s, rollout_s, generate_s, decode_steps, logprob_s,
+update_s) and warmup_s; and rollout/zero_signal. Written as compact
 JSON (no spaces), one line per iteration. With --evals only the rows a table quotes stay: iteration 0,
 the first training iteration and every iteration with an evaluation. Running it twice changes nothing.
 """
@@ -18,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import plots  # noqa: E402
 
 PREFIXES = ("eval/", "pre_warmup/", "warmup/")
-EXTRA = {"iteration", "perf/iteration_s", "perf/generate_s", "perf/update_s", "perf/warmup_s", "rollout/zero_signal"}
+EXTRA = {"iteration", "perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps", "perf/logprob_s",
+         "perf/update_s", "perf/warmup_s", "rollout/zero_signal"}
 KEEP = EXTRA | {name for _, names in plots.PANELS for name in names}
 
 
