@@ -349,15 +349,16 @@ class Sokoban:
         return self.render(), reward, solved, truncated, info
 
     def render(self):
-        def symbol(cell):
-            if cell not in self.floor:
-                return "#"
-            if cell == self.player:
-                return "S" if cell in self.targets else "P"
-            if cell in self.boxes:
-                return "√" if cell in self.targets else "X"
-            return "O" if cell in self.targets else "_"
-        return "\n".join("".join(symbol((r, c)) for c in range(self.cols)) for r in range(self.rows))
+        # walls and floor first, then targets, boxes and the player on top (rendered after every step:
+        # painting the few pieces costs less than asking every cell what it holds)
+        grid = [["_" if (r, c) in self.floor else "#" for c in range(self.cols)] for r in range(self.rows)]
+        for r, c in self.targets:
+            grid[r][c] = "O"
+        for r, c in self.boxes:
+            grid[r][c] = "√" if (r, c) in self.targets else "X"
+        r, c = self.player
+        grid[r][c] = "S" if self.player in self.targets else "P"
+        return "\n".join(map("".join, grid))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -446,11 +447,13 @@ class FrozenLake:
         return self.render(), reward, terminated, truncated, info
 
     def render(self):
-        def symbol(cell):
-            if cell == self.player:
-                return "X" if cell in self.holes else "√" if cell == self.goal else "P"
-            return "G" if cell == self.goal else "O" if cell in self.holes else "_"
-        return "\n".join("".join(symbol((r, c)) for c in range(self.cols)) for r in range(self.rows))
+        grid = [["_"] * self.cols for _ in range(self.rows)]  # frozen ice, then the holes, goal and player
+        for r, c in self.holes:
+            grid[r][c] = "O"
+        grid[self.goal[0]][self.goal[1]] = "G"
+        r, c = self.player
+        grid[r][c] = "X" if self.player in self.holes else "√" if self.player == self.goal else "P"
+        return "\n".join(map("".join, grid))
 
 
 # ----------------------------------------------------------------------------------------------

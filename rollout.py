@@ -157,9 +157,14 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     """
     tokenizer, prefix = chat.tokenizer, answer_prefix(cfg)  # the forced start of every answer
     end_of_turn_text = tokenizer.decode([chat.end_of_turn_id])
-    # One tokenizer call per turn for the whole batch: a call per string costs a large share of the host
-    # time of a big rollout, time in which the GPU waits.
-    encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    # One tokenizer call per turn for the whole batch, each distinct text once: a call per string, or
+    # the N equal prompts of a group tokenized N times, costs a large share of the host time of a big
+    # rollout, time in which the GPU waits. Equal texts share one id list (never changed in place).
+    def encode(texts):
+        distinct = list(dict.fromkeys(texts))
+        ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if texts else []))
+        return [ids[text] for text in texts]
+
     trajectories, envs, started_envs, prompts = [], [], {}, []
     for seed, group in zip(seeds, group_ids):
         if seed not in started_envs:  # a group's N rollouts share the seed: one puzzle and prompt, N copies
