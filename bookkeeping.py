@@ -161,11 +161,12 @@ def run_summary(run_dir, seconds):
         best = max(evals, key=lambda e: e[1])
         lines.append(f"eval success: {evals[0][1]:.3f} at iteration {evals[0][0]}, {evals[-1][1]:.3f} at the end "
                      f"(iteration {evals[-1][0]}), best {best[1]:.3f} (iteration {best[0]})")
-    timed = [row for row in rows if row["iteration"] >= 2 and "perf/iteration_s" in row]  # 1 compiles, warms up
+    timings = ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps", "perf/logprob_s",
+               "perf/update_s")
+    # iteration 1 compiles and warms up; rows written by older code (a resumed run) may lack a timing
+    timed = [row for row in rows if row["iteration"] >= 2 and all(key in row for key in timings)]
     if timed:
-        median = {key: float(np.median([row[key] for row in timed]))
-                  for key in ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps",
-                              "perf/logprob_s", "perf/update_s")}
+        median = {key: float(np.median([row[key] for row in timed])) for key in timings}
         lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = rollout "
                      f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s in "
                      f"{median['perf/decode_steps']:.0f} decoding steps, envs and "

@@ -162,7 +162,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     # rollout, time in which the GPU waits. Equal texts share one id list (never changed in place).
     def encode(texts):
         distinct = list(dict.fromkeys(texts))
-        ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if texts else []))
+        ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
         return [ids[text] for text in texts]
 
     trajectories, envs, started_envs, prompts = [], [], {}, []
