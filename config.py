@@ -215,6 +215,6 @@ def namespace(tree):
 
 
 def new_env(cfg):
-    """The configured env; Bandit has no action budget to set (one pull ends it)."""
-    budget = {} if cfg.env.name == "bandit" else {"max_actions": cfg.env.max_actions}
-    return make_env(cfg.env.name, **budget, **cfg.env.kwargs)
+    """The configured env; Bandit has no action budget (one pull ends it) and no grid."""
+    grid_env = {} if cfg.env.name == "bandit" else {"max_actions": cfg.env.max_actions, "spaced_grid": cfg.env.spaced_grid}
+    return make_env(cfg.env.name, **grid_env, **cfg.env.kwargs)

@@ -10,7 +10,8 @@ and `actions`. The API follows gymnasium's order without depending on it:
     info["success"], info["effective"]            # solved? did the action change the state?
 
 Variants are keyword arguments: Sokoban `dim_room`, `num_boxes`, `max_actions`, `search_depth`;
-FrozenLake `size`, `p_frozen`, `is_slippery`, `max_actions`; Bandit `high_name`, `low_name`,
+FrozenLake `size`, `p_frozen`, `is_slippery`, `max_actions`; both `spaced_grid` (a space between the
+cells of a row, `# _ P _ #`, not the paper's `#_P_#`: see `_grid_text`); Bandit `high_name`, `low_name`,
 `low_payout`, `high_payout`, `high_prob`. BanditRev swaps which name is the risky one:
 `make_env("bandit", high_name="Phoenix", low_name="Dragon")`; the generalisation pairs are other
 names, e.g. `make_env("bandit", high_name="Teacher", low_name="Engineer")`.
@@ -41,6 +42,18 @@ def _check_step(env, action):
         raise RuntimeError("the episode is over (or reset() was never called): call reset() first")
     if action not in env.actions:
         raise ValueError(f"unknown action {action!r}; valid actions: {env.actions}")
+
+
+def _grid_text(grid, spaced):
+    """Rows of cells as text. A BPE tokenizer merges runs of equal symbols into one token (SmolLM2 reads
+    `###P_#` as `###`, `P`, `_`, `#`), so a cell's column is not a token position; with `spaced` every
+    cell is one token of its own (` #`, ` P`):
+
+        >>> print(_grid_text([["#", "P"], ["_", "#"]], spaced=True))
+        # P
+        _ #
+    """
+    return "\n".join((" " if spaced else "").join(row) for row in grid)
 
 
 def _parse_grid(grid, symbols):
@@ -309,9 +322,10 @@ class Sokoban:
     symbols = {"#": "wall", "_": "empty", "O": "target", "√": "box on target", "X": "box", "P": "player",
                "S": "player on target"}
 
-    def __init__(self, dim_room=6, num_boxes=1, max_actions=10, search_depth=30):
+    def __init__(self, dim_room=6, num_boxes=1, max_actions=10, search_depth=30, spaced_grid=False):
         self.dim_room = (dim_room, dim_room) if isinstance(dim_room, int) else tuple(dim_room)
         self.num_boxes, self.max_actions, self.search_depth = num_boxes, max_actions, search_depth
+        self.spaced_grid = spaced_grid
         self.actions = list(SOKOBAN_MOVES)
         self.done = True
 
@@ -358,7 +372,7 @@ class Sokoban:
             grid[r][c] = "√" if (r, c) in self.targets else "X"
         r, c = self.player
         grid[r][c] = "S" if self.player in self.targets else "P"
-        return "\n".join(map("".join, grid))
+        return _grid_text(grid, self.spaced_grid)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -373,11 +387,11 @@ class FrozenLake:
     symbols = {"P": "player", "_": "empty", "O": "hole", "G": "goal", "X": "player in hole", "√": "player on goal"}
     _MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 
-    def __init__(self, size=4, p_frozen=0.8, is_slippery=True, max_actions=10):
+    def __init__(self, size=4, p_frozen=0.8, is_slippery=True, max_actions=10, spaced_grid=False):
         if size < 2:
             raise ValueError("FrozenLake needs size >= 2 (start and goal are different cells)")
         self.size, self.p_frozen, self.is_slippery = size, p_frozen, is_slippery
-        self.max_actions = max_actions
+        self.max_actions, self.spaced_grid = max_actions, spaced_grid
         # gymnasium's order: with it, the two neighbours of an action in the cycle
         # Left, Down, Right, Up are exactly its two perpendicular directions.
         self.actions = list(self._MOVES)
@@ -453,7 +467,7 @@ class FrozenLake:
         grid[self.goal[0]][self.goal[1]] = "G"
         r, c = self.player
         grid[r][c] = "X" if self.player in self.holes else "√" if self.player == self.goal else "P"
-        return "\n".join(map("".join, grid))
+        return _grid_text(grid, self.spaced_grid)
 
 
 # ----------------------------------------------------------------------------------------------

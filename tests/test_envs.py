@@ -295,6 +295,34 @@ def test_same_seed_same_trajectory(name):
 
 
 @pytest.mark.parametrize("name", ["sokoban", "frozenlake"])
+def test_spaced_grid_is_the_same_game_with_a_space_between_cells(name):
+    """spaced_grid changes only the text: the same seed and actions give the same rewards and ends, and each
+    observation is the plain grid with one space put between neighbouring cells (typed out for one grid)."""
+    plain, spaced = make_env(name), make_env(name, spaced_grid=True)
+    rng = random.Random(1)
+    for seed in range(20):
+        observations = [(plain.reset(seed)[0], spaced.reset(seed)[0])]
+        for _ in range(10):
+            action = rng.choice(plain.actions)
+            a, b = plain.step(action), spaced.step(action)
+            assert a[1:] == b[1:]
+            observations.append((a[0], b[0]))
+            if a[2] or a[3]:
+                break
+        for text, spaced_text in observations:
+            rows = []
+            for row in text.split("\n"):
+                cells = ""
+                for ch in row:
+                    cells += (" " if cells else "") + ch
+                rows.append(cells)
+            assert spaced_text == "\n".join(rows)
+    hand = "#####\n#P_O#\n#_X_#\n#####" if name == "sokoban" else "P_\nOG"
+    spaced.reset(0, grid=hand)
+    assert spaced.render() == ("# # # # #\n# P _ O #\n# _ X _ #\n# # # # #" if name == "sokoban" else "P _\nO G")
+
+
+@pytest.mark.parametrize("name", ["sokoban", "frozenlake"])
 def test_256_seeds_give_distinct_maps(name):
     env = make_env(name)
     assert len({env.reset(seed)[0] for seed in range(256)}) >= 200

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -112,6 +113,21 @@ def test_paper_prompt_word_for_word(name):
         "100 words (tokens).\n")
     assert rollout.reward_message(-0.1 + -0.1 + -0.1) == "Reward:\n-0.30000000000000004\n"  # Python's str(float)
     assert rollout.reward_message(0) == "Reward:\n0.0\n"
+
+
+def test_spaced_grid_gives_smollm2_one_token_per_cell():
+    """SmolLM2's tokenizer merges runs of equal cells ("####" is one token), so a column is no token
+    position; env.spaced_grid=true makes every cell a token of its own."""
+    folder = models.converted_folder(models.gguf_file(load_config(str(ROOT / "configs" / "smollm2.yaml"))["model"]["name"]))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    for name in ("sokoban", "frozenlake"):
+        for seed in range(20):
+            plain, spaced = make_env(name).reset(seed)[0], make_env(name, spaced_grid=True).reset(seed)[0]
+            for row, spaced_row in zip(plain.split("\n"), spaced.split("\n")):
+                pieces = [tokenizer.decode([i]) for i in tokenizer(spaced_row, add_special_tokens=False)["input_ids"]]
+                assert [piece.strip() for piece in pieces] == list(row)
+    merged = [tokenizer.decode([i]) for i in tokenizer("######", add_special_tokens=False)["input_ids"]]
+    assert len(merged) < 6  # the paper's grid text: fewer tokens than cells
 
 
 # --- the GGUF path's error messages: each names what is missing and the install line, before any model loads ---
