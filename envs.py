@@ -10,8 +10,8 @@ and `actions`. The API follows gymnasium's order without depending on it:
     info["success"], info["effective"]            # solved? did the action change the state?
 
 Variants are keyword arguments: Sokoban `dim_room`, `num_boxes`, `max_actions`, `search_depth`;
-FrozenLake `size`, `p_frozen`, `is_slippery`, `max_actions`; both `spaced_grid` (a space between the
-cells of a row, `# _ P _ #`, not the paper's `#_P_#`: see `_grid_text`); Bandit `high_name`, `low_name`,
+FrozenLake `size`, `p_frozen`, `is_slippery`, `max_actions`; both `spaced_grid` (`# _ P #`, not the
+paper's `#_P#`); Bandit `high_name`, `low_name`,
 `low_payout`, `high_payout`, `high_prob`. BanditRev swaps which name is the risky one:
 `make_env("bandit", high_name="Phoenix", low_name="Dragon")`; the generalisation pairs are other
 names, e.g. `make_env("bandit", high_name="Teacher", low_name="Engineer")`.
@@ -45,9 +45,8 @@ def _check_step(env, action):
 
 
 def _grid_text(grid, spaced):
-    """Rows of cells as text. A BPE tokenizer merges runs of equal symbols into one token (SmolLM2 reads
-    `###P_#` as `###`, `P`, `_`, `#`), so a cell's column is not a token position; with `spaced` every
-    cell is one token of its own (` #`, ` P`):
+    """Rows of cells as text. A BPE tokenizer merges runs of equal cells (SmolLM2 reads `###P_#` as `###`,
+    `P`, `_`, `#`); `spaced` makes each cell a token of its own (` #`, ` P`):
 
         >>> print(_grid_text([["#", "P"], ["_", "#"]], spaced=True))
         # P
