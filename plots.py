@@ -67,7 +67,8 @@ def figure(run_dirs, labels=None):
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=f"C{i}", label=label) for i, label in enumerate(labels)]
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    legend_rows = -(-len(handles) // 4)
+    fig.tight_layout(rect=(0, 0, 1, 0.98 - 0.02 * legend_rows))  # room above the panels for the legend
     return fig
 
 
