@@ -94,12 +94,14 @@ def hidden_states(backbone, input_ids, attention_mask):
     return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
 
 
-def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk=1024):
+def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk):
     """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only. -> two (b, T-1).
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
-    only for response tokens, chunk by chunk, and with gradients the chunk is recomputed in backward
-    (checkpoint) instead of stored, so memory holds the hidden states alone (docs/paper.md §7.11).
+    only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
+    recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
+    (docs/paper.md §7.11). A chunk's float32 logits, softmax and their gradients take about five
+    chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens.
     The temperature is the sampler's: the ratio must compare the very distribution that sampled.
     """
     hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
@@ -150,14 +152,15 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the update."""
     B, width = batch.response_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
+    temperature, chunk = cfg.rollout.temperature, cfg.algo.logits_chunk
     for rows, ids, attention, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size):
         crop = slice(0, mask.shape[1])
         with autocast(device):
-            batch.old_logp[rows, crop] = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, False)[0]
+            batch.old_logp[rows, crop] = token_logprobs(actor, ids, attention, mask, temperature, False, chunk)[0]
             if critic is not None:
                 batch.values[rows, crop] = token_values(critic, ids, attention, gae_steps(mask, cfg))
             if reference is not None:
-                batch.ref_logp[rows, crop] = token_logprobs(reference, ids, attention, mask, cfg.rollout.temperature, False)[0]
+                batch.ref_logp[rows, crop] = token_logprobs(reference, ids, attention, mask, temperature, False, chunk)[0]
 
 
 # ======================================================================================================
@@ -214,7 +217,8 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             actor_opt.zero_grad(set_to_none=True)
             for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
                 with autocast(device):
-                    logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True)
+                    logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True,
+                                                   cfg.algo.logits_chunk)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
                                                   crop(batch.advantages, rows, mask), mask, cfg.algo, normaliser(mask),
                                                   ref_logp=crop(batch.ref_logp, rows, mask))
@@ -292,7 +296,7 @@ def format_warmup(actor, chat, cfg, device):
         total = 0.0
         for _, ids, attention, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
             with autocast(device):
-                logp, _ = token_logprobs(actor, ids, attention, mask, 1.0, False)
+                logp, _ = token_logprobs(actor, ids, attention, mask, 1.0, False, cfg.algo.logits_chunk)
             loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean
             loss.backward()
             total = total + loss.detach()

@@ -67,6 +67,7 @@ CONFIG_ROWS = [
     (["rollout.groups=4", "rollout.group_size=4", "algo.filter_ratio=0.25", "algo.mini_batch_size=8"], "mini_batch_size"),
     (["algo.mini_batch_size=4", "algo.micro_batch_size=8"], "micro_batch_size"),
     (["algo.micro_batch_size=0"], "micro_batch_size"),
+    (["algo.logits_chunk=0"], "logits_chunk"),
     (["rollout.cache=paged"], "rollout.cache"),
     (["algo.estimator=grpo", "rollout.group_size=1", "algo.mini_batch_size=1", "algo.micro_batch_size=1"], "group_size"),
     (["algo.estimator=sarsa"], "algo.estimator"),

@@ -588,8 +588,8 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.attention_mask,
-                                            batch.response_mask, T, False)
+        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.attention_mask,  # 3: chunks end mid-row
+                                            batch.response_mask, T, False, chunk=3)
     for i in range(2):
         got = logp[i][batch.response_mask[i].bool()].tolist()
         assert got == pytest.approx(expected[i], abs=1e-4)
