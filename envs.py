@@ -22,12 +22,13 @@ reset), `max_actions` (the per-trajectory budget, after which `truncated` is Tru
 meaning, in display order). `parse_answer` turns a reply into canonical action names.
 
 `reset(seed)` fixes everything random in the episode (puzzle, map, slips, payout): the same seed and
-the same actions give the same trajectory. Sokoban and FrozenLake also accept `reset(seed, grid=text)`
+the same actions give the same trajectory. `copy_env(env)` copies an env mid-episode, random state included. Sokoban and FrozenLake also accept `reset(seed, grid=text)`
 to play a hand-written grid in the symbols below (the tests use it).
 
 `python envs.py --bench` times Sokoban puzzle generation (6x6 with 1 box, 8x8 with 2 boxes); its
 figures are in docs/performance.md.
 """
+import copy
 import inspect
 import random
 import re
@@ -471,6 +472,18 @@ class FrozenLake:
 
 # ----------------------------------------------------------------------------------------------
 ENVS = {"bandit": Bandit, "sokoban": Sokoban, "frozenlake": FrozenLake}
+
+
+def copy_env(env):
+    """An independent copy of an env mid-episode (a group's N rollouts start from one reset). Steps replace
+    the state's values (tuples, frozensets) instead of changing them, so a shallow copy may share them;
+    only the random generator (slips, payouts) gets a state of its own. copy.deepcopy would do the same
+    but copies the generator's 625 numbers one by one: 0.28 s for 1,024 FrozenLake copies on one core."""
+    twin = copy.copy(env)
+    if hasattr(env, "rng"):
+        twin.rng = random.Random()
+        twin.rng.setstate(env.rng.getstate())
+    return twin
 
 
 def make_env(name, **kwargs):

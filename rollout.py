@@ -14,7 +14,6 @@ random_policy: the format warm-up's teacher) and env_corpus, the same texts for 
 tokenizer. ragen_mini.py calls play_episodes() (training, evaluation, format warm-up) and from then on
 works on the Trajectory records it returns (token ids, which were sampled, rewards, per-turn records).
 """
-import copy
 import random
 import time
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 from config import ConfigError, new_env
-from envs import cleaned_pair, make_env, parse_answer, random_turn_actions, without_special_strings
+from envs import cleaned_pair, copy_env, make_env, parse_answer, random_turn_actions, without_special_strings
 
 # ======================================================================================================
 # The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
@@ -173,7 +172,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             started_envs[seed] = env, first_prompt(env, observation, tokenizer, cfg)
         env, prompt = started_envs[seed]
         prompts.append(prompt)
-        envs.append(copy.deepcopy(env))
+        envs.append(copy_env(env))
         trajectories.append(Trajectory(seed=int(seed), group=int(group)))
     for t, ids in zip(trajectories, encode(prompts)):
         if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:

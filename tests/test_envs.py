@@ -1,5 +1,6 @@
 """Tests of envs.py. Each property is checked against a computation written here, from the rendered
 text, never against the module's own helpers (a shared bug would otherwise pass)."""
+import copy
 import random
 import re
 import string
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import envs  # noqa: E402
 from envs import make_env, parse_answer  # noqa: E402
 
 DELTAS = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
@@ -320,6 +322,36 @@ def test_spaced_grid_is_the_same_game_with_a_space_between_cells(name):
     hand = "#####\n#P_O#\n#_X_#\n#####" if name == "sokoban" else "P_\nOG"
     spaced.reset(0, grid=hand)
     assert spaced.render() == ("# # # # #\n# P _ O #\n# _ X _ #\n# # # # #" if name == "sokoban" else "P _\nO G")
+
+
+@pytest.mark.parametrize("name", ["bandit", "sokoban", "frozenlake"])
+def test_copy_env_plays_like_a_deep_copy_and_apart_from_the_original(name):
+    """Copies taken mid-episode give, step for step, what copy.deepcopy's copies give (same slips and
+    payouts: the random state is copied), and playing one copy leaves the original and the others as
+    they were."""
+    rng = random.Random(2)
+    for seed in range(40):
+        env = make_env(name)
+        env.reset(seed)
+        if name != "bandit":
+            env.step(rng.choice(env.actions))
+        if env.done:
+            continue
+        twin, reference, before = envs.copy_env(env), copy.deepcopy(env), copy.deepcopy(env)
+        actions = [rng.choice(env.actions) for _ in range(8)]
+        played = []
+        for copy_ in (twin, reference):
+            outcomes = []
+            for action in actions:
+                outcomes.append(copy_.step(action))
+                if outcomes[-1][2] or outcomes[-1][3]:
+                    break
+            played.append(outcomes)
+        assert played[0] == played[1]
+        for action in actions:  # the original plays on as if no copy had moved (its slips, its payout)
+            assert env.step(action) == before.step(action)
+            if env.done:
+                break
 
 
 @pytest.mark.parametrize("name", ["sokoban", "frozenlake"])
