@@ -22,8 +22,9 @@ reset), `max_actions` (the per-trajectory budget, after which `truncated` is Tru
 meaning, in display order). `parse_answer` turns a reply into canonical action names.
 
 `reset(seed)` fixes everything random in the episode (puzzle, map, slips, payout): the same seed and
-the same actions give the same trajectory. `copy_env(env)` copies an env mid-episode, random state included. Sokoban and FrozenLake also accept `reset(seed, grid=text)`
-to play a hand-written grid in the symbols below (the tests use it).
+the same actions give the same trajectory; `copy_env(env)` copies an env mid-episode, random state
+included. Sokoban and FrozenLake also accept `reset(seed, grid=text)` to play a hand-written grid in
+the symbols below (the tests use it).
 
 `python envs.py --bench` times Sokoban puzzle generation (6x6 with 1 box, 8x8 with 2 boxes); its
 figures are in docs/performance.md.
