@@ -479,7 +479,7 @@ def copy_env(env):
     """An independent copy of an env mid-episode (a group's N rollouts start from one reset). Steps replace
     the state's values (tuples, frozensets) instead of changing them, so a shallow copy may share them;
     only the random generator (slips, payouts) gets a state of its own. copy.deepcopy would do the same
-    but copies the generator's 625 numbers one by one: 0.28 s for 1,024 FrozenLake copies on one core."""
+    but copies the generator's 625 numbers one by one: 0.27 s for 1,024 FrozenLake copies, against 0.036 s."""
     twin = copy.copy(env)
     if hasattr(env, "rng"):
         twin.rng = random.Random()
