@@ -217,5 +217,6 @@ def namespace(tree):
 
 def new_env(cfg):
     """The configured env; Bandit has no action budget (one pull ends it) and no grid."""
-    grid_env = {} if cfg.env.name == "bandit" else {"max_actions": cfg.env.max_actions, "spaced_grid": cfg.env.spaced_grid}
-    return make_env(cfg.env.name, **grid_env, **cfg.env.kwargs)
+    if cfg.env.name == "bandit":
+        return make_env("bandit", **cfg.env.kwargs)
+    return make_env(cfg.env.name, max_actions=cfg.env.max_actions, spaced_grid=cfg.env.spaced_grid, **cfg.env.kwargs)

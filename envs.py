@@ -11,10 +11,9 @@ and `actions`. The API follows gymnasium's order without depending on it:
 
 Variants are keyword arguments: Sokoban `dim_room`, `num_boxes`, `max_actions`, `search_depth`;
 FrozenLake `size`, `p_frozen`, `is_slippery`, `max_actions`; both `spaced_grid` (`# _ P #`, not the
-paper's `#_P#`); Bandit `high_name`, `low_name`,
-`low_payout`, `high_payout`, `high_prob`. BanditRev swaps which name is the risky one:
-`make_env("bandit", high_name="Phoenix", low_name="Dragon")`; the generalisation pairs are other
-names, e.g. `make_env("bandit", high_name="Teacher", low_name="Engineer")`.
+paper's `#_P#`); Bandit `high_name`, `low_name`, `low_payout`, `high_payout`, `high_prob`. BanditRev
+swaps which name is the risky one: `make_env("bandit", high_name="Phoenix", low_name="Dragon")`; the
+generalisation pairs are other names, e.g. `make_env("bandit", high_name="Teacher", low_name="Engineer")`.
 
 Each env has `actions` (valid action names; Bandit's are in the order shown, a coin flip made by
 reset), `max_actions` (the per-trajectory budget, after which `truncated` is True; Bandit 1),

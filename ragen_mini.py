@@ -419,7 +419,8 @@ def setup(cfg_dict, resume_dir):
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
-    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr, weight_decay=cfg.algo.weight_decay, fused=fused)}
+    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr,
+                                             weight_decay=cfg.algo.weight_decay, fused=fused)}
     if critic is not None:
         optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr,
                                                  weight_decay=cfg.algo.weight_decay, fused=fused)
@@ -583,8 +584,9 @@ def main(argv=None):
     except OSError as error:  # a file the run could not write: a full disk, a folder it may not write
         raise SystemExit(describe_os_error(error)) from None
     except torch.OutOfMemoryError:
-        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size, set "
-                         "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / rollout.groups.") from None
+        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size or algo.logits_chunk, set "
+                         "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / rollout.groups "
+                         "(README: the settings for a 24 GB card).") from None
 
 
 if __name__ == "__main__":

@@ -182,8 +182,8 @@ def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_nor
     entropy (a brake on the collapse of exploration, Finding 3), plus, for vanilla StarPO's GRPO variant,
     kl_coef x the KL to the reference, k3 or, as the paper's code, k1 (cfg.grpo_kl; GRPO puts the KL in
     the loss, PPO in the reward, token_level_rewards). `cfg` is the config's algo section (clip_low,
-    clip_high, dual_clip, entropy_coef, kl_coef, estimator, grpo_kl). Returns (loss, metrics): metrics as policy_loss's, plus
-    policy_loss (the clipped term alone) and entropy, all detached.
+    clip_high, dual_clip, entropy_coef, kl_coef, estimator, grpo_kl). Returns (loss, metrics): metrics
+    as policy_loss's, plus policy_loss (the clipped term alone) and entropy, all detached.
 
     One token, ratio 1, advantage 1: policy term -1, entropy bonus -0.1 x 2.
     >>> algo = type("Algo", (), dict(clip_low=0.2, clip_high=0.28, dual_clip=0, entropy_coef=0.1,
