@@ -363,9 +363,11 @@ class Sokoban:
         return self.render(), reward, solved, truncated, info
 
     def render(self):
-        # walls and floor first, then targets, boxes and the player on top (rendered after every step:
-        # painting the few pieces costs less than asking every cell what it holds)
-        grid = [["_" if (r, c) in self.floor else "#" for c in range(self.cols)] for r in range(self.rows)]
+        # walls, then the floor, targets, boxes and the player on top (rendered after every step:
+        # painting the pieces costs less than asking every cell what it holds)
+        grid = [["#"] * self.cols for _ in range(self.rows)]
+        for r, c in self.floor:
+            grid[r][c] = "_"
         for r, c in self.targets:
             grid[r][c] = "O"
         for r, c in self.boxes:
