@@ -25,15 +25,12 @@ the same actions give the same trajectory; `copy_env(env)` copies an env mid-epi
 included. Sokoban and FrozenLake also accept `reset(seed, grid=text)` to play a hand-written grid in
 the symbols below (the tests use it).
 
-`python envs.py --bench` times Sokoban puzzle generation (6x6 with 1 box, 8x8 with 2 boxes); its
-figures are in docs/performance.md.
+Sokoban puzzle generation is timed by `python bench/puzzle_time.py` (docs/performance.md).
 """
 import copy
 import inspect
 import random
 import re
-import sys
-import time
 from collections import namedtuple
 
 
@@ -99,10 +96,8 @@ class Bandit:
         self.rng = random.Random(seed)
         # Coin flip for the order of the names, and `actions` follows it: the trainer lists the valid
         # actions in the prompt, and a fixed order would let the model learn "pick the first one".
-        if self.rng.random() < 0.5:
-            self.actions = [self.low_name, self.high_name]
-        else:
-            self.actions = [self.high_name, self.low_name]
+        low_first = self.rng.random() < 0.5
+        self.actions = [self.low_name, self.high_name] if low_first else [self.high_name, self.low_name]
         self.done, self.num_actions, self.pulled = False, 0, None
         return self.render(), {"success": False}
 
@@ -598,26 +593,8 @@ def parse_answer(text, valid_actions, max_actions, require_think=True):
     # END SOLUTION
 
 
-def _bench():
-    for dim_room, num_boxes, seeds in ((6, 1, 1000), (8, 2, 200)):
-        env = Sokoban(dim_room=dim_room, num_boxes=num_boxes)
-        times = []
-        for seed in range(seeds):
-            start = time.perf_counter()
-            env.reset(seed)
-            times.append(time.perf_counter() - start)
-        print(f"Sokoban {dim_room}x{dim_room}, {num_boxes} box(es): {1000 * sum(times) / seeds:.2f} ms "
-              f"per puzzle on average, {1000 * max(times):.1f} ms at most, over {seeds} seeds")
-
-
 def random_turn_actions(rng, actions, max_actions_per_turn):
     """One turn of the random policy (`rng` is a random.Random): a uniform number of actions in
     1..max_actions_per_turn, each uniform over `actions`. The format warm-up and baselines.py use it."""
     return [rng.choice(actions) for _ in range(rng.randint(1, max_actions_per_turn))]
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--bench"]:
-        sys.exit("usage: python envs.py --bench   (times Sokoban puzzle generation)")
-    _bench()
 
