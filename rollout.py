@@ -158,7 +158,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     end_of_turn_text = tokenizer.decode([chat.end_of_turn_id])
     # One tokenizer call per turn for the whole batch, each distinct text once: a call per string, or
     # the N equal prompts of a group tokenized N times, costs a large share of the host time of a big
-    # rollout, time in which the GPU waits. Equal texts share one id list (never changed in place).
+    # rollout, time in which the GPU waits. Equal texts share one id list: copy it before changing it.
     def encode(texts):
         distinct = list(dict.fromkeys(texts))
         ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
@@ -178,7 +178,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
         if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
             raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
                               f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context={cfg.rollout.max_context}")
-        t.ids, t.sampled = ids, [0] * len(ids)
+        t.ids, t.sampled = list(ids), [0] * len(ids)  # each its own list, grown in place turn by turn
     actions_left = [env.max_actions for env in envs]
     done = [False] * len(trajectories)
     per_turn = actions_per_turn(envs[0], cfg)
@@ -211,8 +211,8 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.response_tokens += len(response)
             if cfg.rollout.clean_history:  # the paper's code: the reply as its parsed, cleaned text (§9.2)
                 response = clean_reply(prefix + answer, per_turn, cfg.rollout.think, chat) or response
-            t.ids = t.ids + response
-            t.sampled = t.sampled + [1] * len(response)
+            t.ids += response
+            t.sampled += [1] * len(response)
             thinks.append(parsed.think)
             t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
             done[i] = ended or turn == cfg.env.max_turns
@@ -234,8 +234,8 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             if len(t.ids) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
                 done[i] = True  # the next turn might not fit the context window
                 continue
-            t.ids = t.ids + segment
-            t.sampled = t.sampled + [0] * len(segment)
+            t.ids += segment
+            t.sampled += [0] * len(segment)
     return trajectories
 
 
