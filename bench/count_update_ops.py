@@ -44,13 +44,9 @@ def actor_micro_batch():
     logp.sum().backward()
 
 
-def one_update_step():
-    ragen_mini.old_logprobs_and_values(batch, run.actor, run.critic, None, run.cfg, run.device)
-    ragen_mini.compute_advantages(batch, run.cfg)
-    count("one actor step and its critic step (ragen_mini.update)",
-          lambda: ragen_mini.update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers["critic"],
-                                    run.cfg, run.device, generator))
-
-
 count("actor micro-batch, forward and backward", actor_micro_batch)
-one_update_step()
+ragen_mini.old_logprobs_and_values(batch, run.actor, run.critic, None, run.cfg, run.device)  # what update() needs
+ragen_mini.compute_advantages(batch, run.cfg)
+count("one actor step and its critic step (ragen_mini.update)",
+      lambda: ragen_mini.update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers["critic"],
+                                run.cfg, run.device, generator))
