@@ -1,6 +1,6 @@
 """The GPU fast path of the rollout (rollout.cache=static, the default on CUDA): a decoder with a KV
-cache of fixed shape kept across the turns of a conversation, one decoding step captured as a CUDA
-graph, and an attention that reads only the part of the cache in use. docs/performance.md measures it
+cache of fixed shape kept across the turns of a conversation, blocks of 8 decoding steps captured as
+CUDA graphs, and an attention that reads only the part of the cache in use. docs/performance.md measures it
 against transformers' `generate`, with the measurements that led to each piece.
 
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
@@ -15,7 +15,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from rollout import left_pad
 
 WINDOW_STEP = 256  # decoding windows are rounded up to this many slots: few distinct shapes to capture
-CHECK_EVERY = 8    # decoding steps between two checks whether every row has stopped (each check waits for the GPU)
+CHECK_EVERY = 8    # tokens between two checks whether every row has stopped (each check waits for the GPU)
 
 
 def window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, window=None, **kwargs):
@@ -70,10 +70,11 @@ def continues(held, context):
 
 class StaticDecoder:
     """What `generate` does, for rollout.cache=static: a KV cache of fixed shape (batch_size rows x
-    max_context slots), allocated once, and one decoding step that torch.compile captures as a CUDA
-    graph (one launch per token instead of hundreds), with no host synchronisation inside the loop but
-    one finished-check every CHECK_EVERY tokens. A turn lasts as long as its longest reply: rows with no
-    conversation this turn (episodes that ended, spare rows) count as stopped from the start.
+    max_context slots), allocated once, and decoding in blocks of CHECK_EVERY steps, each block captured
+    on a GPU as one CUDA graph: one launch per 8 tokens, where eager decoding launches hundreds of kernels
+    per token, and the host waits for the GPU once per block, to see whether every row has stopped. A turn lasts as long as
+    its longest reply: rows with no conversation this turn (episodes that ended, spare rows) count as
+    stopped from the start.
 
     Turn k+1 of a conversation starts with turn k's context and reply: the cache keeps them, so a new
     turn feeds only the tokens that are new (the end of the reply, the env's message), not the whole
@@ -89,36 +90,48 @@ class StaticDecoder:
 
     The model is switched to the "window" attention while generate() runs and given back as it came.
     Its weights may change between calls (the trainer copies new ones in place): the cache and the
-    captured step hold the same parameter tensors.
+    captured blocks hold the same parameter tensors.
     """
 
-    def __init__(self, model, batch_size, cfg):
-        self.model, self.batch_size, self.cfg = model, batch_size, cfg
+    def __init__(self, model, batch_size, cfg, stop_ids, pad_id):
+        self.model, self.batch_size, self.cfg, self.pad_id, self.stop_set = model, batch_size, cfg, pad_id, set(stop_ids)
         self.slots = cfg.rollout.max_context
+        device = model.device
         self.cache = StaticCache(config=model.config, max_cache_len=self.slots)
-        self.mask = torch.zeros((batch_size, self.slots), dtype=torch.long, device=model.device)  # (B, L) 1 = real token
-        torch._dynamo.mark_static_address(self.mask)  # changed in place: the captured step reads it where it is
+        self.mask = torch.zeros((batch_size, self.slots), dtype=torch.long, device=device)  # (B, L) 1 = real token
         self.held = [None] * batch_size  # per row: the real tokens in its slots; None = not reusable
         self.next_slot = 0               # the first empty slot, the same in every row
+        # What a decoding block reads and writes in place (a CUDA graph replays on fixed addresses):
+        self.stop_ids = torch.tensor(stop_ids, device=device)                     # (S,)
+        self.token = torch.zeros(batch_size, dtype=torch.long, device=device)     # (B,) sampled, not yet fed
+        self.position = torch.zeros((batch_size, 1), dtype=torch.long, device=device)  # (B, 1) its position id
+        self.slot = torch.zeros(1, dtype=torch.long, device=device)               # (1,) its cache slot
+        self.finished = torch.ones(batch_size, dtype=torch.bool, device=device)   # (B,) True = emits padding now
+        self.sampled = torch.zeros((), dtype=torch.long, device=device)           # tokens sampled this turn
+        self.temperature = torch.ones((), device=device)  # a tensor: a float would be compiled into the step
+        self.block_out = torch.zeros((batch_size, CHECK_EVERY), dtype=torch.long, device=device)  # (B, 8)
         step = functools.partial(decoding_step, model, self.cache)
-        self.step = torch.compile(step, mode="reduce-overhead", fullgraph=True) if model.device.type == "cuda" else step
+        self.step = torch.compile(step, fullgraph=True) if device.type == "cuda" else step
+        self.graphs = {}  # (window, greedy, size) -> the CUDA graph of a block of that many steps
+        # One scratch memory for all graphs: blocks never run at once, and none leaves a tensor of its own behind.
+        self.pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
 
     @torch.no_grad()
-    def generate(self, contexts, temperature, stop_ids, pad_id, reuse=False):
+    def generate(self, contexts, temperature, reuse=False):
         """Token-id lists -> (len(contexts), steps) sampled tokens, pad_id after a stop token; steps is at
         most max_new_tokens, fewer when every row stopped sooner.
         reuse=True: these contexts may continue those of the previous call (same weights since)."""
         given = self.model.config._attn_implementation
         self.model.set_attn_implementation("window")
         try:
-            rows, new = self.place(contexts, pad_id, reuse)
-            out, fed = self.decode(*self.feed(new, pad_id), temperature, stop_ids, pad_id, rows)
-            self.remember(rows, new, out, fed, set(stop_ids))
+            rows, new = self.place(contexts, reuse)
+            out, fed = self.decode(*self.feed(new), temperature, rows)
+            self.remember(rows, new, out, fed)
             return out[torch.tensor(rows, device=out.device)]
         finally:
             self.model.set_attn_implementation(given)
 
-    def place(self, contexts, pad_id, reuse):
+    def place(self, contexts, reuse):
         """The cache row of each context, and per row the tokens to feed this turn -> (rows, new)."""
         rows, row = [], 0
         for context in contexts if reuse else []:  # in order: a later turn's contexts are a subsequence
@@ -139,12 +152,12 @@ class StaticDecoder:
         self.next_slot, self.held = 0, [[] for _ in range(self.batch_size)]
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))
 
-    def feed(self, new, pad_id):
+    def feed(self, new):
         """Prefill: the new tokens of every row, left-padded into one block of slots after the used ones,
         in one forward pass (eager: its width changes every turn). -> the logits after each row's last
         token (B, V), that token's position (B, 1), and the slot where the reply starts."""
         model, start, device = self.model, self.next_slot, self.model.device
-        ids, block_mask = (x.to(device) for x in left_pad(new, pad_id))  # (B, W)
+        ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id))  # (B, W)
         width = ids.shape[1]
         self.mask[:, start:start + width] = block_mask
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]  # (B, 1) real tokens so far
@@ -152,43 +165,76 @@ class StaticDecoder:
         logits = model(input_ids=ids, attention_mask=self.mask, position_ids=positions, past_key_values=self.cache,
                        cache_position=torch.arange(start, start + width, device=device), logits_to_keep=1,
                        window=start + width).logits[:, -1].float()  # (B, V)
-        return logits, positions[:, -1:].clone(), start + width
+        return logits, positions[:, -1:], start + width
 
-    def decode(self, logits, position, start, temperature, stop_ids, pad_id, rows):
+    def decode(self, logits, position, start, temperature, rows):
         """Sample up to max_new_tokens per row from slot `start` on -> (out (B, steps), fed): out holds
         pad_id after a row's stop token, and in every row not in `rows` (no conversation this turn); the
         first `fed` = steps - 1 tokens of every row went into the cache (the last one needs no step)."""
-        cfg, B, device = self.cfg.rollout, self.batch_size, self.model.device
+        cfg = self.cfg.rollout
         window = min(self.slots, -(-(start + cfg.max_new_tokens) // WINDOW_STEP) * WINDOW_STEP)  # the turn's slots
-        allow_eos = torch.tensor(cfg.min_new_tokens == 0, device=device)
-        stop_ids = torch.tensor(stop_ids, device=device)  # (S,)
-        if temperature > 0:
-            temperature = torch.tensor(temperature, device=device)
-        token = sample(logits, temperature, stop_ids, allow_eos)
-        out = torch.full((B, cfg.max_new_tokens), pad_id, dtype=torch.long, device=device)
-        cache_positions = torch.arange(start, start + cfg.max_new_tokens, device=device)  # no per-step copy
-        finished = torch.ones(B, dtype=torch.bool, device=device)  # (B,) True = emits padding from now on
-        finished[rows] = False
-        for t in range(cfg.max_new_tokens):
-            token = torch.where(finished, pad_id, token)
-            out[:, t] = token
-            finished |= torch.isin(token, stop_ids)
-            if t == cfg.max_new_tokens - 1 or (t % CHECK_EVERY == CHECK_EVERY - 1 and bool(finished.all())):
-                return out[:, :t + 1], t
-            self.mask[:, start + t] = 1
-            position += 1
-            allow_eos.fill_(t + 1 >= cfg.min_new_tokens)
-            token = self.step(token[:, None].clone(), position.clone(), cache_positions[t:t + 1], self.mask, window,
-                              temperature, stop_ids, allow_eos)
+        greedy = temperature == 0
+        self.temperature.fill_(1.0 if greedy else temperature)
+        self.finished.fill_(True)
+        self.finished[rows] = False
+        # The first token comes from the prefill's logits; then blocks, so that the host checks whether
+        # every row has stopped after every CHECK_EVERY tokens.
+        allow_eos = torch.tensor(cfg.min_new_tokens == 0, device=self.model.device)
+        token = sample(logits, 0 if greedy else self.temperature, self.stop_ids, allow_eos)
+        token = torch.where(self.finished, self.pad_id, token)
+        self.finished |= torch.isin(token, self.stop_ids)
+        self.token.copy_(token)
+        self.position.copy_(position)
+        self.slot.fill_(start)
+        self.sampled.fill_(1)
+        out, steps = [token[:, None]], 1
+        while steps < cfg.max_new_tokens:
+            size = min(CHECK_EVERY - steps % CHECK_EVERY, cfg.max_new_tokens - steps)
+            self.run_block(window, greedy, size)
+            out.append(self.block_out[:, :size].clone())
+            steps += size
+            if bool(self.finished.all()):  # the host waits for the GPU here, once per block
+                break
+        return torch.cat(out, 1), steps - 1  # (B, steps)
 
-    def remember(self, rows, new, out, fed, stop_ids):
+    def block(self, window, greedy, size):
+        """`size` decoding steps, on the device alone: feed each row's last token into slot `self.slot`,
+        sample the next one (padding once a row has stopped) into self.block_out."""
+        temperature = 0 if greedy else self.temperature
+        for i in range(size):
+            self.mask.index_fill_(1, self.slot, 1)
+            self.position += 1
+            allow_eos = self.sampled >= self.cfg.rollout.min_new_tokens
+            token = self.step(self.token[:, None], self.position, self.slot, self.mask, window, temperature,
+                              self.stop_ids, allow_eos)
+            token = torch.where(self.finished, self.pad_id, token)
+            self.block_out[:, i] = token
+            self.finished |= torch.isin(token, self.stop_ids)
+            self.token.copy_(token)
+            self.slot += 1
+            self.sampled += 1
+
+    def run_block(self, window, greedy, size):
+        """One block: on the CPU as it is; on a GPU the replay of its CUDA graph. A graph records kernels
+        without running them, and torch.compile writes the step's kernels on its first calls: so the first
+        block of each (window, greedy, size) runs as it is, for real, and is then captured for the next."""
+        graph = self.graphs.get((window, greedy, size))
+        if graph is not None:
+            return graph.replay()
+        self.block(window, greedy, size)
+        if self.pool is not None:
+            graph = self.graphs[(window, greedy, size)] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):  # records only: the state is not changed again
+                self.block(window, greedy, size)
+
+    def remember(self, rows, new, out, fed):
         """Book what the cache now holds: each row's new tokens and the part of its reply that was fed
         (up to its stop token); the padding a stopped row fed after it is masked out."""
         start = self.next_slot + max(map(len, new))
         replies = out[:, :fed].tolist()
         kept = []
         for row, reply in enumerate(replies):
-            length = next((i + 1 for i, token in enumerate(reply) if token in stop_ids), fed)
+            length = next((i + 1 for i, token in enumerate(reply) if token in self.stop_set), fed)
             kept.append(length)
             self.held[row] = None if self.held[row] is None else self.held[row] + new[row] + reply[:length]
         live = set(rows)

@@ -401,7 +401,7 @@ def setup(cfg_dict, resume_dir):
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)
-    sampler, decoder = sampler_and_decoder(actor, cfg, device)
+    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
         if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
@@ -449,13 +449,14 @@ def train_device(cfg):
                         else "cpu")
 
 
-def sampler_and_decoder(actor, cfg, device):
+def sampler_and_decoder(actor, chat, cfg, device):
     """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its
     static decoder, sized to the training batch, with rollout.cache=static, or auto on a GPU (else None:
     transformers' generate, which is as fast on a CPU)."""
     sampler = bf16_sampler(actor) if device.type == "cuda" else actor
     static = cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda")
-    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg) if static else None
+    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id) \
+        if static else None
     return sampler, decoder
 
 
@@ -537,9 +538,10 @@ def evaluate_saved_actor(run_dir, overrides):
     checkpoint = os.path.join(run_dir, "checkpoint")
     tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor"))
     check_finite_weights(actor, os.path.join(checkpoint, "actor"))
-    sampler, decoder = sampler_and_decoder(actor, cfg, device)
+    chat = chat_format(tokenizer, actor.generation_config)
+    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
     iteration = load_state(run_dir)["iteration"]
-    metrics = evaluate(sampler, chat_format(tokenizer, actor.generation_config), cfg,
+    metrics = evaluate(sampler, chat, cfg,
                        f"Evaluation of the checkpoint at iteration {iteration}", os.path.join(run_dir, "eval_samples.md"), decoder)
     line = {"iteration": iteration, "eval.k": cfg.eval.k, "eval.num_seeds": cfg.eval.num_seeds,
             "eval.temperature": cfg.eval.temperature, **metrics}

@@ -305,7 +305,7 @@ class LLMPolicy:
         # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
         model.eval()
         if self.decoder is not None:
-            new_tokens = self.decoder.generate(contexts, self.temperature, chat.stop_ids, chat.pad_id, reuse=self.calls > 0)
+            new_tokens = self.decoder.generate(contexts, self.temperature, reuse=self.calls > 0)
         else:
             input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
             sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) if self.temperature > 0 \

@@ -21,7 +21,7 @@ cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
 device = torch.device("cuda")
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler, decoder = ragen_mini.sampler_and_decoder(actor, cfg, device)  # as the trainer samples
+sampler, decoder = ragen_mini.sampler_and_decoder(actor, chat, cfg, device)  # as the trainer samples
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 for label in ("warm-up", "profiled"):

@@ -26,7 +26,7 @@ def llm_policy(model, chat, cfg, temperature):
 
     def llm_policy(contexts):
         if policy.decoder is None:
-            policy.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg)
+            policy.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
         return policy(contexts)
 
     return llm_policy

@@ -51,7 +51,7 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     chat = chat_of(tok)
     seeds = list(range(10))
     expected = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0), chat, cfg, seeds, seeds)
-    decoder = fast_decode.StaticDecoder(model, 12, cfg)
+    decoder = fast_decode.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
     seen, handle = prefills(model)
     try:
         got = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, seeds, seeds)
@@ -82,7 +82,7 @@ def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
     cfg = ns("env.name=sokoban", "env.max_turns=2", "rollout.max_new_tokens=6")
     model = sharpened(actor, tok)
     chat = chat_of(tok)
-    decoder = fast_decode.StaticDecoder(model, 4, cfg)
+    decoder = fast_decode.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
     first = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, [1, 2], [1, 2])
     with torch.no_grad():
         for param in model.parameters():
@@ -102,9 +102,9 @@ def test_static_decoder_rows_without_a_conversation_never_hold_up_a_turn(tok_act
     offset = torch.zeros(4, 1, model.config.vocab_size)  # (rows, 1, V): the decoder's rows, always 4
     offset[:2, :, tok.eos_token_id] = 100.0
     hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
-    decoder = fast_decode.StaticDecoder(model, 4, cfg)
+    decoder = fast_decode.StaticDecoder(model, 4, cfg, [tok.eos_token_id], tok.pad_token_id)
     try:
-        out = decoder.generate([[5, 6, 7], [8, 9]], 0.0, [tok.eos_token_id], tok.pad_token_id)
+        out = decoder.generate([[5, 6, 7], [8, 9]], 0.0)
     finally:
         hook.remove()
     assert out.tolist() == [[tok.eos_token_id] + [tok.pad_token_id] * 7] * 2
