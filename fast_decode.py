@@ -72,9 +72,9 @@ class StaticDecoder:
     """What `generate` does, for rollout.cache=static: a KV cache of fixed shape (batch_size rows x
     max_context slots), allocated once, and decoding in blocks of CHECK_EVERY steps, each block captured
     on a GPU as one CUDA graph: one launch per 8 tokens, where eager decoding launches hundreds of kernels
-    per token, and the host waits for the GPU once per block, to see whether every row has stopped. A turn lasts as long as
-    its longest reply: rows with no conversation this turn (episodes that ended, spare rows) count as
-    stopped from the start.
+    per token, and the host waits for the GPU once per block, to see whether every row has stopped. A
+    turn lasts as long as its longest reply: rows with no conversation this turn (episodes that ended,
+    spare rows) count as stopped from the start.
 
     Turn k+1 of a conversation starts with turn k's context and reply: the cache keeps them, so a new
     turn feeds only the tokens that are new (the end of the reply, the env's message), not the whole
@@ -94,7 +94,8 @@ class StaticDecoder:
     """
 
     def __init__(self, model, batch_size, cfg, stop_ids, pad_id):
-        self.model, self.batch_size, self.cfg, self.pad_id, self.stop_set = model, batch_size, cfg, pad_id, set(stop_ids)
+        self.model, self.batch_size, self.cfg = model, batch_size, cfg
+        self.pad_id, self.stop_set = pad_id, set(stop_ids)
         self.slots = cfg.rollout.max_context
         device = model.device
         self.cache = StaticCache(config=model.config, max_cache_len=self.slots)
@@ -174,20 +175,17 @@ class StaticDecoder:
         cfg = self.cfg.rollout
         window = min(self.slots, -(-(start + cfg.max_new_tokens) // WINDOW_STEP) * WINDOW_STEP)  # the turn's slots
         greedy = temperature == 0
-        self.temperature.fill_(1.0 if greedy else temperature)
+        if not greedy:
+            self.temperature.fill_(temperature)
         self.finished.fill_(True)
         self.finished[rows] = False
-        # The first token comes from the prefill's logits; then blocks, so that the host checks whether
-        # every row has stopped after every CHECK_EVERY tokens.
-        allow_eos = torch.tensor(cfg.min_new_tokens == 0, device=self.model.device)
-        token = sample(logits, 0 if greedy else self.temperature, self.stop_ids, allow_eos)
-        token = torch.where(self.finished, self.pad_id, token)
-        self.finished |= torch.isin(token, self.stop_ids)
-        self.token.copy_(token)
         self.position.copy_(position)
         self.slot.fill_(start)
-        self.sampled.fill_(1)
-        out, steps = [token[:, None]], 1
+        self.sampled.fill_(0)
+        # The first token comes from the prefill's logits; then blocks, so that the host checks whether
+        # every row has stopped after every CHECK_EVERY tokens.
+        token = sample(logits, 0 if greedy else self.temperature, self.stop_ids, self.sampled >= cfg.min_new_tokens)
+        out, steps = [self.emit(token)[:, None]], 1
         while steps < cfg.max_new_tokens:
             size = min(CHECK_EVERY - steps % CHECK_EVERY, cfg.max_new_tokens - steps)
             self.run_block(window, greedy, size)
@@ -199,20 +197,24 @@ class StaticDecoder:
 
     def block(self, window, greedy, size):
         """`size` decoding steps, on the device alone: feed each row's last token into slot `self.slot`,
-        sample the next one (padding once a row has stopped) into self.block_out."""
+        sample the next one, and put what each row emits into self.block_out."""
         temperature = 0 if greedy else self.temperature
         for i in range(size):
             self.mask.index_fill_(1, self.slot, 1)
             self.position += 1
-            allow_eos = self.sampled >= self.cfg.rollout.min_new_tokens
             token = self.step(self.token[:, None], self.position, self.slot, self.mask, window, temperature,
-                              self.stop_ids, allow_eos)
-            token = torch.where(self.finished, self.pad_id, token)
-            self.block_out[:, i] = token
-            self.finished |= torch.isin(token, self.stop_ids)
-            self.token.copy_(token)
+                              self.stop_ids, self.sampled >= self.cfg.rollout.min_new_tokens)
+            self.block_out[:, i] = self.emit(token)
             self.slot += 1
-            self.sampled += 1
+
+    def emit(self, token):
+        """A sampled token per row (B,) -> what the row emits: padding once it has stopped. A row that
+        emits a stop token stops; the token becomes the one the next step feeds."""
+        token = torch.where(self.finished, self.pad_id, token)
+        self.finished |= torch.isin(token, self.stop_ids)
+        self.token.copy_(token)
+        self.sampled += 1
+        return token
 
     def run_block(self, window, greedy, size):
         """One block: on the CPU as it is; on a GPU the replay of its CUDA graph. A graph records kernels

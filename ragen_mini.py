@@ -454,10 +454,9 @@ def sampler_and_decoder(actor, chat, cfg, device):
     static decoder, sized to the training batch, with rollout.cache=static, or auto on a GPU (else None:
     transformers' generate, which is as fast on a CPU)."""
     sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    static = cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda")
-    decoder = StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id) \
-        if static else None
-    return sampler, decoder
+    if cfg.rollout.cache == "dynamic" or (cfg.rollout.cache == "auto" and device.type != "cuda"):
+        return sampler, None
+    return sampler, StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id)
 
 
 def restore(run, state):
