@@ -138,6 +138,18 @@ def build_critic(cfg, actor, device):
     return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
 
 
+def compile_layers(*backbones):
+    """Regional compilation for scoring and update: torch.compile each transformer layer's forward. Op by
+    op, a layer's element-wise work (the float32 RMSNorm, the rotary embedding, SwiGLU, the residual
+    adds, autocast's casts) is dozens of passes over its activations, a large part of the update's GPU
+    time (docs/performance.md, set 17); compiled, a few fused kernels. The layers differ only in their
+    weights, which the compiled code takes as inputs, so it compiles once per layer class and grad mode,
+    not once per layer (with use_cache=False: a KV cache is indexed by layer). dynamic=True: every
+    micro-batch has its own width. A backbone may be None (no critic, no reference)."""
+    for layer in (layer for backbone in backbones for layer in getattr(backbone, "layers", [])):
+        layer.forward = torch.compile(layer.forward, dynamic=True)
+
+
 def copy_weights(actor, sampler):
     """Bring the bf16 sampler up to date with the trained actor, in place: the compiled decoder keeps
     pointing at the same buffers. Nothing to do where the actor samples itself (the CPU)."""

@@ -43,7 +43,7 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable,
                          run_summary, save_checkpoint)
 from config import ConfigError, load_config, namespace
 from fast_decode import StaticDecoder
-from models import Critic, bf16_sampler, build_critic, copy_weights, load_models
+from models import Critic, bf16_sampler, build_critic, compile_layers, copy_weights, load_models
 from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_policy
 
 
@@ -89,9 +89,9 @@ def collate(trajectories, pad_id, device, train_from=None):
 
 
 def hidden_states(backbone, input_ids, attention_mask):
-    """(b, T, H) last hidden states. Position ids are passed explicitly (docs/paper.md §7.3)."""
+    """(b, T, H) last hidden states; explicit position ids (docs/paper.md §7.3), no KV cache (models.compile_layers)."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).last_hidden_state
 
 
 def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk):
@@ -100,19 +100,19 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
     only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
     recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
-    (docs/paper.md §7.11). A chunk's float32 logits, softmax and their gradients take about five
-    chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens.
-    The temperature is the sampler's: the ratio must compare the very distribution that sampled.
+    (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
+    five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
+    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits
+    (docs/performance.md, set 17); torch.compile keeps the compiled code with the function, not per call.
     """
     hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
     at = response_mask.bool()
     flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
     lm_head = actor.get_output_embeddings()
+    numbers = torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda else starpo.logprob_and_entropy
 
     def chunk_fn(h, y):
-        logits = lm_head(h).float() / temperature  # (c, V)
-        logp = logits.gather(-1, y[:, None]).squeeze(-1) - logits.logsumexp(-1)
-        return logp, (starpo.entropy_from_logits(logits) if with_entropy else torch.zeros_like(logp))
+        return numbers(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
 
     pieces = []
     for start in range(0, len(targets), chunk):
@@ -422,6 +422,8 @@ def setup(cfg_dict, resume_dir):
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
+    if cfg.model.compile and device.type == "cuda":  # after every copy; the sampler decodes with its own
+        compile_layers(actor.base_model, critic and critic.backbone, reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
     optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr,
                                              weight_decay=cfg.algo.weight_decay, fused=fused)}

@@ -19,6 +19,7 @@ How well the critic predicts the returns                     -> explained_varian
 StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
 StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
+The log-probs the ratio compares, with the sampler's T      -> logprob_and_entropy
 Token means over the whole mini-batch (docs/paper.md §7.8)    -> masked_mean, masked_whiten
 (Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
 
@@ -340,6 +341,23 @@ def entropy_from_logits(logits):
     """
     z = logits.float()  # bf16 logits would lose the small probabilities that make up the entropy
     return torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+
+
+def logprob_and_entropy(logits, targets, temperature, with_entropy=True):
+    """The trainer's per-token numbers from one row of logits per response token: log pi(target) and
+    the entropy, both of softmax(logits / T). (n, V) logits, (n,) targets -> two (n,) float32 (the
+    entropy is zeros without with_entropy). T is the sampler's temperature: the PPO ratio must compare
+    the very distribution that sampled (docs/paper.md §7.1). log pi = z_target - logsumexp(z), z = logits / T.
+
+    Row 1: uniform over 4 tokens. Row 2 at T = 2: z = (1, 0, 0, 0), logsumexp(z) = log(e + 3) = 1.7437,
+    so log pi(token 0) = 1 - 1.7437 and the entropy is 1.7437 - e / (e + 3) = 1.2683.
+    >>> logp, entropy = logprob_and_entropy(torch.tensor([[0., 0., 0., 0.], [2., 0., 0., 0.]]), torch.tensor([3, 0]), 2.0)
+    >>> logp, entropy
+    (tensor([-1.3863, -0.7437]), tensor([1.3863, 1.2683]))
+    """
+    z = logits.float() / temperature  # (n, V); bf16 would lose the small probabilities
+    logp = z.gather(-1, targets[:, None]).squeeze(-1) - z.logsumexp(-1)
+    return logp, entropy_from_logits(z) if with_entropy else torch.zeros_like(logp)
 
 
 def kl_estimate(logp, ref_logp, kind):

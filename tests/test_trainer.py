@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import Recorder, llm_policy  # noqa: E402
 import bookkeeping  # noqa: E402
+import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
@@ -549,6 +550,34 @@ def test_left_pad_hand_worked():
     input_ids, attention_mask = rollout.left_pad([[5, 6, 7], [8], [9, 4]], pad_id=0)
     assert input_ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 4]]
     assert attention_mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+
+
+@pytest.mark.slow
+def test_compiled_layers_compute_what_eager_layers_do_and_compile_once(tok_actor):
+    """models.compile_layers (model.compile, on a GPU by default): the hidden states and the weight gradients
+    equal those of transformers' eager layers (float32 on the CPU), for two widths, and the layers share
+    one compiled code: one graph, not one per layer (a KV cache in the forward would index by layer)."""
+    from torch._dynamo.utils import counters
+    eager, compiled = copy.deepcopy(tok_actor[1]).train(), copy.deepcopy(tok_actor[1]).train()
+    models.compile_layers(compiled.base_model)
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(3)
+    for width in (9, 14):
+        ids = torch.randint(0, eager.config.vocab_size, (3, width))
+        mask = torch.ones_like(ids)
+        mask[1, :4] = 0  # left padding
+        hidden = []
+        for model in (eager, compiled):
+            model.zero_grad()
+            h = ragen_mini.hidden_states(model.base_model, ids, mask)
+            (h * mask[..., None]).square().mean().backward()
+            hidden.append(h.detach())
+        torch.testing.assert_close(hidden[1], hidden[0], rtol=1e-4, atol=1e-4)
+        for p, q in zip(eager.parameters(), compiled.parameters()):
+            if p.grad is not None:
+                torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-5)
+    assert counters["stats"]["unique_graphs"] == 1
 
 # ================================================================================================
 # 5. Left padding in generate vs right padding in token_logprobs (pitfalls 3, 4)
