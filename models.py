@@ -145,7 +145,8 @@ def compile_layers(*backbones):
     time (docs/performance.md, set 17); compiled, a few fused kernels. The layers differ only in their
     weights, which the compiled code takes as inputs, so it compiles once per layer class and grad mode,
     not once per layer (with use_cache=False: a KV cache is indexed by layer). dynamic=True: every
-    micro-batch has its own width. A backbone may be None (no critic, no reference)."""
+    micro-batch has its own width. A backbone may be None (no critic, no reference); one without a `layers`
+    list (GPT-2 names its blocks `h`) stays eager."""
     for layer in (layer for backbone in backbones for layer in getattr(backbone, "layers", [])):
         layer.forward = torch.compile(layer.forward, dynamic=True)
 

@@ -109,10 +109,10 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
     at = response_mask.bool()
     flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
     lm_head = actor.get_output_embeddings()
-    numbers = torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda else starpo.logprob_and_entropy
+    logprob_and_entropy = torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda else starpo.logprob_and_entropy
 
     def chunk_fn(h, y):
-        return numbers(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
+        return logprob_and_entropy(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
 
     pieces = []
     for start in range(0, len(targets), chunk):
