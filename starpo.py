@@ -19,7 +19,7 @@ How well the critic predicts the returns                     -> explained_varian
 StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
 StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
-The log-probs the ratio compares, with the sampler's T      -> logprob_and_entropy
+The log-probs the ratio compares, with the sampler's T       -> logprob_and_entropy
 Token means over the whole mini-batch (docs/paper.md §7.8)    -> masked_mean, masked_whiten
 (Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
 
