@@ -147,8 +147,9 @@ def compile_layers(*backbones):
     not once per layer (with use_cache=False: a KV cache is indexed by layer). dynamic=True: every
     micro-batch has its own width. A backbone may be None (no critic, no reference); one without a `layers`
     list (GPT-2 names its blocks `h`) stays eager."""
-    for layer in (layer for backbone in backbones for layer in getattr(backbone, "layers", [])):
-        layer.forward = torch.compile(layer.forward, dynamic=True)
+    for backbone in backbones:
+        for layer in getattr(backbone, "layers", []):
+            layer.forward = torch.compile(layer.forward, dynamic=True)
 
 
 def copy_weights(actor, sampler):

@@ -89,7 +89,8 @@ def collate(trajectories, pad_id, device, train_from=None):
 
 
 def hidden_states(backbone, input_ids, attention_mask):
-    """(b, T, H) last hidden states; explicit position ids (docs/paper.md §7.3), no KV cache (models.compile_layers)."""
+    """(b, T, H) last hidden states; explicit position ids (docs/paper.md §7.3); no KV cache (models.compile_layers: one
+    indexed by layer would make each compiled layer its own graph)."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).last_hidden_state
 
@@ -103,7 +104,7 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
     (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
     five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
     On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits
-    (docs/performance.md, set 17); torch.compile keeps the compiled code with the function, not per call.
+    (docs/performance.md, set 17); torch.compile keeps its code with the function, so this compiles once.
     """
     hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
     at = response_mask.bool()
@@ -119,8 +120,7 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
         args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
         pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
                       if torch.is_grad_enabled() else chunk_fn(*args))
-    logp = torch.zeros(response_mask.shape, device=hidden.device)
-    entropy = torch.zeros(response_mask.shape, device=hidden.device)
+    logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device) for _ in range(2))  # (b, T-1) each
     if pieces:
         logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
         entropy = entropy.masked_scatter(at, torch.cat([p[1] for p in pieces]))
