@@ -1,16 +1,16 @@
 """The GPU fast path of the rollout (rollout.cache=static, the default on CUDA): a decoder with a KV
 cache of fixed shape kept across the turns of a conversation, blocks of 8 decoding steps captured as
-CUDA graphs, and an attention that reads only the part of the cache in use. docs/performance.md measures it
-against transformers' `generate`, with the measurements that led to each piece.
+CUDA graphs, and a forward of its own for Llama-family models (Llama, Qwen2: what the presets use) that
+runs one product for q, k and v, one for gate and up, and an attention that reads only the part of the
+cache in use. docs/performance.md measures it against transformers' `generate`, with the measurements
+that led to each piece.
 
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
 """
 import functools
 
 import torch
-from transformers import AttentionInterface, StaticCache
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+import torch.nn.functional as F
 
 from rollout import left_pad
 
@@ -18,37 +18,119 @@ WINDOW_STEP = 256  # decoding windows are rounded up to this many slots: few dis
 CHECK_EVERY = 8    # tokens between two checks whether every row has stopped (each check waits for the GPU)
 
 
-def window_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, window=None, **kwargs):
-    """Attention over the first `window` slots of the KV cache only: the slots past it hold nothing yet
-    (or a finished turn's leftovers, masked anyway), and reading all max_context slots for every new
-    token was most of a decoding step's time. -> (B, q, H, d)
+def unsupported(model):
+    """Why forward() cannot run this model, or None. It runs the layers of Llama and Qwen2 (pre-norm,
+    rotary embedding, grouped-query attention over the whole context, a gated MLP) and nothing else."""
+    config = model.config
+    if config.model_type not in ("llama", "qwen2"):
+        return f"its model type is {config.model_type}, and the static decoder runs llama and qwen2 models only"
+    if getattr(config, "use_sliding_window", False) or any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
+        return "it uses sliding-window attention, which the static decoder does not"
+    return None
 
-    A prompt (q > 1) goes to transformers' SDPA path. One new token per row (q = 1, a decoding step)
-    skips that path's copy of K and V: Qwen2.5-0.5B has 14 query heads sharing 2 key/value heads, and
-    with a padding mask SDPA first copies K and V 7 times; here each group of 7 query heads reads its
-    shared K and V once.
+
+def fuse(linears):
+    """One weight (and bias) for linear layers that read the same input: one product instead of several,
+    each a small kernel whose time is mostly its start at 128 rows. The layers' own parameters become
+    views of the fused tensors (`.data`: the Parameter objects stay, so an optimiser holding them, or
+    models.copy_weights writing into them, still reaches the weights the decoder reads). Layers fused
+    already (a second decoder of the same model) keep their fused tensors, which the first decoder reads.
+    -> (weight (sum of out_features, in_features), bias or None)"""
+    return fused_tensor([linear.weight for linear in linears]), fused_tensor([linear.bias for linear in linears])
+
+
+def fused_tensor(params):
+    """params (n_i, ...) -> one tensor (sum of n_i, ...) whose row blocks the params' data now are."""
+    if params[0] is None:
+        return None
+    rows, storage = sum(len(p) for p in params), params[0].untyped_storage()
+    if all(p.untyped_storage().data_ptr() == storage.data_ptr() for p in params) and storage.nbytes() == rows * params[0][0].nbytes:
+        return params[0].new_empty(0).set_(storage, 0, (rows, *params[0].shape[1:]))
+    with torch.no_grad():
+        fused = torch.cat(params)
+    for param, part in zip(params, fused.split([len(p) for p in params])):
+        param.data = part
+    return fused
+
+
+def rotate(x, cos, sin):
+    """The rotary embedding (RoFormer, as Llama applies it): entry i of a head's first half and entry i of
+    its second half form a pair, turned by its position's angle. x (B, heads, W, d), cos and sin (B, W, d).
+
+    One head of d = 2, one pair (1, 0), turned by 90 degrees:
+    >>> cos, sin = torch.zeros(1, 1, 2), torch.ones(1, 1, 2)
+    >>> rotate(torch.tensor([[[[1.0, 0.0]]]]), cos, sin)
+    tensor([[[[0., 1.]]]])
     """
-    key, value = key[:, :, :window], value[:, :, :window]
-    attention_mask = None if attention_mask is None else attention_mask[..., :window]  # (B, 1, q, window)
-    if query.shape[2] > 1:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-    B, H, _, d = query.shape
-    G = key.shape[1]
-    scores = query.view(B, G, H // G, d) @ key.transpose(-1, -2) * scaling  # (B, G, H/G, window)
-    if attention_mask is not None:  # True = may attend
-        scores = scores.masked_fill(~attention_mask, float("-inf"))
-    output = scores.float().softmax(-1).to(value.dtype) @ value  # (B, G, H/G, d): head g*H/G + j uses K/V g
-    return output.reshape(B, 1, H, d), None
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), -1)
+    return x * cos[:, None] + rotated * sin[:, None]
 
 
-AttentionInterface.register("window", window_attention)
-AttentionMaskInterface.register("window", sdpa_mask)  # the same boolean padding mask as SDPA
+def attention(q, keys, values, visible, scale):
+    """q (B, H, W, d); keys, values (B, G, window, d), with G <= H key/value heads each shared by H/G
+    query heads; visible (B, 1, W, window), True = may attend. -> (B, W, H*d)
+
+    One new token per row (W = 1, a decoding step): each group of H/G query heads reads its shared K and
+    V once (Qwen2.5-0.5B: 14 query heads, 2 key/value heads), two products and a softmax. A prompt
+    (W > 1) goes to PyTorch's fused attention, with K and V repeated for every query head.
+
+    Two query heads sharing one K/V head (d = 1), one token, two slots holding the values 0 and 1: head 0
+    (q = 0) weighs them 1/2 and 1/2, head 1 scores slot 1 higher by ln 3 and weighs them 1/4 and 3/4.
+    >>> q = torch.tensor([0.0, 1.0]).view(1, 2, 1, 1)             # (B, H, W, d)
+    >>> keys = torch.tensor([1.0, 3.0]).log().view(1, 1, 2, 1)    # (B, G, window, d): 0 and ln 3
+    >>> values = torch.tensor([0.0, 1.0]).view(1, 1, 2, 1)
+    >>> attention(q, keys, values, torch.tensor([True, True]).view(1, 1, 1, 2), scale=1.0)
+    tensor([[[0.5000, 0.7500]]])
+    >>> attention(q, keys, values, torch.tensor([False, True]).view(1, 1, 1, 2), scale=1.0)  # slot 0 hidden
+    tensor([[[1., 1.]]])
+    """
+    B, H, W, d = q.shape
+    G = keys.shape[1]
+    if W == 1:
+        scores = q.view(B, G, H // G, d) @ keys.transpose(-1, -2) * scale  # (B, G, H/G, window)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        out = scores.float().softmax(-1).to(values.dtype) @ values  # (B, G, H/G, d): head g*H/G + j uses K/V g
+        return out.reshape(B, 1, H * d)
+    keys, values = keys.repeat_interleave(H // G, 1), values.repeat_interleave(H // G, 1)  # (B, H, window, d)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale)  # (B, H, W, d)
+    return out.transpose(1, 2).reshape(B, W, H * d)
 
 
-def decoding_step(model, cache, token, position, cache_position, attention_mask, window, temperature, stop_ids, allow_eos):
+def forward(model, fused, keys, values, ids, positions, slots, mask, window):
+    """What the model computes for the new tokens `ids`, each row's next ones after those in its cache:
+    writes their keys and values into cache slots `slots` and returns the logits after each row's last
+    token. The model's own modules do the norms, the rotary angles, the output projections and the LM
+    head; the fused products (fuse) and the attention over the first `window` slots are done here.
+
+    ids, positions (B, W): the tokens and their position ids (real tokens counted only); slots (W,);
+    fused: per layer (qkv weight, qkv bias or None, gate-up weight, gate-up bias or None);
+    keys, values: per layer (B, G, slots, d); mask (B, slots), 1 = a real token. -> (B, V)"""
+    body = model.model
+    B, W = ids.shape
+    H, G, d = model.config.num_attention_heads, model.config.num_key_value_heads, body.layers[0].self_attn.head_dim
+    x = body.embed_tokens(ids)                             # (B, W, D)
+    cos, sin = body.rotary_emb(x, positions)               # (B, W, d) each
+    seen = torch.arange(window, device=ids.device)         # (window,)
+    # A token sees the real tokens up to its own slot, and always itself: a left-padding token of a
+    # first turn has no real token before it, and a softmax over no slot is NaN, which would spread
+    # through the cache (0 x NaN is NaN). What padding tokens compute is never read.
+    visible = (mask[:, None, None, :window].bool() & (seen <= slots[:, None])) | (seen == slots[:, None])  # (B, 1, W, window)
+    for layer, (qkv_weight, qkv_bias, gate_up_weight, gate_up_bias), k_cache, v_cache in zip(body.layers, fused, keys, values):
+        attn = layer.self_attn
+        q, k, v = F.linear(layer.input_layernorm(x), qkv_weight, qkv_bias).split([H * d, G * d, G * d], -1)
+        q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
+        k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
+        v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
+        x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
+        gate, up = F.linear(layer.post_attention_layernorm(x), gate_up_weight, gate_up_bias).chunk(2, -1)
+        x = x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
+    return model.lm_head(body.norm(x[:, -1]))  # (B, V)
+
+
+def decoding_step(model, fused, keys, values, token, position, slot, mask, window, temperature, stop_ids, allow_eos):
     """One token for every row: forward one position through the KV cache, then sample; all on the GPU."""
-    logits = model(input_ids=token, position_ids=position, attention_mask=attention_mask, past_key_values=cache,
-                   cache_position=cache_position, use_cache=True, window=window).logits[:, -1].float()  # (B, V)
+    logits = forward(model, fused, keys, values, token, position, slot, mask, window).float()  # (B, V)
     return sample(logits, temperature, stop_ids, allow_eos)
 
 
@@ -88,17 +170,27 @@ class StaticDecoder:
     weights: the caller says so with reuse=False), a context that does not continue any row, or a
     conversation that would outgrow the slots, starts the cache afresh from slot 0.
 
-    The model is switched to the "window" attention while generate() runs and given back as it came.
-    Its weights may change between calls (the trainer copies new ones in place): the cache and the
-    captured blocks hold the same parameter tensors.
+    The decoder fuses the model's q, k, v and gate, up weights in place (fuse): the model computes what
+    it did before. Its weights may change between calls (the trainer copies new ones in place): the
+    captured blocks read the same tensors.
     """
 
     def __init__(self, model, batch_size, cfg, stop_ids, pad_id):
         self.model, self.batch_size, self.cfg = model, batch_size, cfg
         self.pad_id, self.stop_set = pad_id, set(stop_ids)
         self.slots = cfg.rollout.max_context
-        device = model.device
-        self.cache = StaticCache(config=model.config, max_cache_len=self.slots)
+        device, config, reason = model.device, model.config, unsupported(model)
+        if reason:
+            raise ValueError(f"rollout.cache=static cannot run this model: {reason}; use rollout.cache=dynamic")
+        self.fused = []  # per layer: (qkv weight, qkv bias, gate-up weight, gate-up bias)
+        for layer in model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            self.fused.append((*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
+        # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where a
+        # write into a slice of one big input would copy all of it back, layer after layer.
+        shape = (batch_size, config.num_key_value_heads, self.slots, model.model.layers[0].self_attn.head_dim)
+        self.keys = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]    # (B, G, L, d) each
+        self.values = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]  # (B, G, L, d) each
         self.mask = torch.zeros((batch_size, self.slots), dtype=torch.long, device=device)  # (B, L) 1 = real token
         self.held = [None] * batch_size  # per row: the real tokens in its slots; None = not reusable
         self.next_slot = 0               # the first empty slot, the same in every row
@@ -111,7 +203,7 @@ class StaticDecoder:
         self.sampled = torch.zeros((), dtype=torch.long, device=device)           # tokens sampled this turn
         self.temperature = torch.ones((), device=device)  # a tensor: a float would be compiled into the step
         self.block_out = torch.zeros((batch_size, CHECK_EVERY), dtype=torch.long, device=device)  # (B, 8)
-        step = functools.partial(decoding_step, model, self.cache)
+        step = functools.partial(decoding_step, model, self.fused, self.keys, self.values)
         self.step = torch.compile(step, fullgraph=True) if device.type == "cuda" else step
         self.graphs = {}  # (window, greedy, size) -> the CUDA graph of a block of that many steps
         # One scratch memory for all graphs: blocks never run at once, and none leaves a tensor of its own behind.
@@ -122,15 +214,10 @@ class StaticDecoder:
         """Token-id lists -> (len(contexts), steps) sampled tokens, pad_id after a stop token; steps is at
         most max_new_tokens, fewer when every row stopped sooner.
         reuse=True: these contexts may continue those of the previous call (same weights since)."""
-        given = self.model.config._attn_implementation
-        self.model.set_attn_implementation("window")
-        try:
-            rows, new = self.place(contexts, reuse)
-            out, fed = self.decode(*self.feed(new), temperature, rows)
-            self.remember(rows, new, out, fed)
-            return out[torch.tensor(rows, device=out.device)]
-        finally:
-            self.model.set_attn_implementation(given)
+        rows, new = self.place(contexts, reuse)
+        out, fed = self.decode(*self.feed(new), temperature, rows)
+        self.remember(rows, new, out, fed)
+        return out[torch.tensor(rows, device=out.device)]
 
     def place(self, contexts, reuse):
         """The cache row of each context, and per row the tokens to feed this turn -> (rows, new)."""
@@ -148,8 +235,7 @@ class StaticDecoder:
                 return rows, new
         # Afresh from slot 0. The spare rows copy the first context: a row of padding alone would have
         # nothing to attend to (a softmax over no slot is NaN).
-        self.cache.reset()
-        self.mask.zero_()
+        self.mask.zero_()  # the cache's old keys and values stay, masked
         self.next_slot, self.held = 0, [[] for _ in range(self.batch_size)]
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))
 
@@ -163,10 +249,9 @@ class StaticDecoder:
         self.mask[:, start:start + width] = block_mask
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]  # (B, 1) real tokens so far
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
-        logits = model(input_ids=ids, attention_mask=self.mask, position_ids=positions, past_key_values=self.cache,
-                       cache_position=torch.arange(start, start + width, device=device), logits_to_keep=1,
-                       window=start + width).logits[:, -1].float()  # (B, V)
-        return logits, positions[:, -1:], start + width
+        slots = torch.arange(start, start + width, device=device)  # (W,)
+        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, start + width)
+        return logits.float(), positions[:, -1:], start + width
 
     def decode(self, logits, position, start, temperature, rows):
         """Sample up to max_new_tokens per row from slot `start` on -> (out (B, steps), fed): out holds

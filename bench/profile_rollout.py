@@ -36,4 +36,4 @@ for label in ("warm-up", "profiled"):
         profiler.stop()
     print(f"{label}: rollout {time.perf_counter() - start:.2f} s, generate {policy.generate_s:.2f} s, "
           f"context {np.mean([len(t.ids) for t in trajectories]):.0f} tokens")
-print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=70))

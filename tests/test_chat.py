@@ -28,6 +28,7 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedToken
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import Recorder, llm_policy  # noqa: E402
+import fast_decode  # noqa: E402
 import models  # noqa: E402
 import rollout  # noqa: E402
 import tiny  # noqa: E402
@@ -370,27 +371,37 @@ def greedy_plain(model, context, stop_ids, max_new_tokens):
 def stop_after(model, trigger, stop, boost=50.0):
     """The model's logit of `stop` is raised by `boost` at every position whose input token is `trigger`:
     greedy decoding then ends with `stop` right after the model emits `trigger` (position-exact, whether
-    the input is a whole sequence or one cached step)."""
-    def hook(module, args, kwargs, out):
-        ids = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
-        n = out.logits.shape[1]  # logits_to_keep may keep only the last positions
-        out.logits[..., stop] += boost * (ids[:, -n:] == trigger).to(out.logits.dtype)
+    the input is a whole sequence or one cached step, through the model's forward or the static decoder's,
+    which gives the LM head the last position only: (B, V))."""
+    fed = [None]
+    model.model.embed_tokens.register_forward_pre_hook(lambda module, args: fed.__setitem__(0, args[0]))
+
+    def hook(module, args, out):
+        n = out.shape[1] if out.dim() == 3 else 1  # logits_to_keep may keep only the last positions
+        raised = boost * (fed[0][:, -n:] == trigger).to(out.dtype)  # (B, n)
+        out[..., stop] += raised if out.dim() == 3 else raised[:, 0]
         return out
 
-    model.register_forward_hook(hook, with_kwargs=True)
+    model.get_output_embeddings().register_forward_hook(hook)
     return model
 
 
-def record_prefill(model):
-    """Records input_ids and attention_mask of every forward (the first one is the left-padded prefill)."""
+def record_prefill(model, monkeypatch):
+    """Records input_ids and attention_mask of every forward (the first one is the left-padded prefill):
+    the model's own until handle.remove(), and the static decoder's fast_decode.forward until the test ends."""
     seen = []
 
     def pre_hook(module, args, kwargs):
         ids = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
         seen.append((ids.clone(), kwargs.get("attention_mask")))
 
-    handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
-    return seen, handle
+    def recording(model, fused, keys, values, ids, positions, slots, mask, window):
+        seen.append((ids.clone(), mask.clone()))
+        return real(model, fused, keys, values, ids, positions, slots, mask, window)
+
+    real = fast_decode.forward
+    monkeypatch.setattr(fast_decode, "forward", recording)
+    return seen, model.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
 
 def tiny_model(vocab):
@@ -406,7 +417,7 @@ def tiny_model(vocab):
 
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 @pytest.mark.parametrize("style_name", ["qwen", "llama"])
-def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, style_name, cache):
+def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, style_name, cache, monkeypatch):
     style = request.getfixturevalue(style_name)
     tok = style.tokenizer
     other = style.token(style.other_stop)
@@ -427,7 +438,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     assert any(len(e) == 8 and e[-1] not in stops for e in expected)  # and cut at max_new_tokens
     assert all(style.end_of_turn_id not in e for e in expected)
 
-    seen, handle = record_prefill(model)
+    seen, handle = record_prefill(model, monkeypatch)
     try:
         got = llm_policy(model, chat, cfg, 0.0)(contexts)
     finally:
@@ -461,7 +472,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # static decoder, which looks for finished rows every 8 tokens, stops at its first check
     offset[other] = 50.0
     long_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=40", "rollout.max_context=96")
-    forwards, handle = record_prefill(sampler)
+    forwards, handle = record_prefill(sampler, monkeypatch)
     try:
         assert llm_policy(sampler, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
     finally:
@@ -479,9 +490,10 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 # 4. The real SmolLM2-135M-Instruct: one greedy turn = a plain argmax loop over unpadded forwards
 # ================================================================================================
 @pytest.mark.slow
-def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2):
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, cache, monkeypatch):
     tok, model = smollm2_loaded
-    cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.cache=dynamic", "rollout.max_new_tokens=8",
+    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.cache={cache}", "rollout.max_new_tokens=8",
                                                "rollout.max_context=1024"]))
     chat = rollout.chat_format(tok, model.generation_config)
     contexts = [encode(tok, tok.apply_chat_template(
@@ -494,7 +506,7 @@ def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2):
     # one answer ends early with <|im_end|> (the row then idles while the others go on), one is cut
     assert any(e[-1] == 2 and len(e) < 8 for e in expected) and any(len(e) == 8 and 2 not in e for e in expected)
     was_training = model.training
-    seen, handle = record_prefill(model)
+    seen, handle = record_prefill(model, monkeypatch)
     try:
         got = llm_policy(model, chat, cfg, 0.0)(contexts)
     finally:
