@@ -1,4 +1,4 @@
-"""The GPU fast path of the rollout (rollout.cache=static, the default on CUDA): a decoder with a KV
+"""The GPU fast path of the rollout (rollout.cache=static, the default on CUDA for Llama and Qwen2 models): a decoder with a KV
 cache of fixed shape kept across the turns of a conversation, blocks of 8 decoding steps captured as
 CUDA graphs, and a forward of its own for Llama-family models (Llama, Qwen2: what the presets use) that
 runs one product for q, k and v, one for gate and up, and an attention that reads only the part of the
@@ -8,6 +8,7 @@ that led to each piece.
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
 """
 import functools
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +23,33 @@ def unsupported(model):
     """Why forward() cannot run this model, or None. It runs the layers of Llama and Qwen2 (pre-norm,
     rotary embedding, grouped-query attention over the whole context, a gated MLP) and nothing else."""
     config = model.config
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     if config.model_type not in ("llama", "qwen2"):
         return f"its model type is {config.model_type}, and the static decoder runs llama and qwen2 models only"
-    if getattr(config, "use_sliding_window", False) or any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
+    if getattr(config, "use_sliding_window", False) or set(getattr(config, "layer_types", None) or []) - {"full_attention"}:
         return "it uses sliding-window attention, which the static decoder does not"
+    if rope.get("rope_type", rope.get("type", "default")) not in ("default", "linear", "llama3", "yarn"):
+        return f"its RoPE type {rope.get('rope_type')} changes with the context length, which a captured step cannot follow"
     return None
+
+
+def use_static_decoder(model, cfg, device):
+    """rollout.cache: static -> True, or a clear error for a model forward() cannot run; auto -> True on a
+    GPU for a model it runs; dynamic, or auto otherwise -> False (transformers' generate)."""
+    reason = unsupported(model)
+    if cfg.rollout.cache == "static" and reason:
+        raise SystemExit(f"error: rollout.cache=static cannot run model.name={cfg.model.name}: {reason}; use auto or dynamic")
+    if cfg.rollout.cache == "auto" and device.type == "cuda" and reason:
+        print(f"note: model.name={cfg.model.name}: {reason}; the rollout samples with generate(), several times slower")
+    return cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda" and not reason)
+
+
+class Fused(NamedTuple):
+    """One layer's fused products (fuse): the weights of q, k and v stacked, and of gate and up."""
+    qkv_weight: torch.Tensor            # (H*d + 2*G*d, D)
+    qkv_bias: torch.Tensor | None       # (H*d + 2*G*d,) Qwen2 has one, Llama none
+    gate_up_weight: torch.Tensor        # (2*I, D)
+    gate_up_bias: torch.Tensor | None   # (2*I,)
 
 
 def fuse(linears):
@@ -35,6 +58,8 @@ def fuse(linears):
     views of the fused tensors (`.data`: the Parameter objects stay, so an optimiser holding them, or
     models.copy_weights writing into them, still reaches the weights the decoder reads). Layers fused
     already (a second decoder of the same model) keep their fused tensors, which the first decoder reads.
+    What gives the parameters new memory afterwards (model.to(), load_state_dict(assign=True)) unlinks
+    them from a decoder built before: build the decoder after such calls.
     -> (weight (sum of out_features, in_features), bias or None)"""
     return fused_tensor([linear.weight for linear in linears]), fused_tensor([linear.bias for linear in linears])
 
@@ -43,19 +68,22 @@ def fused_tensor(params):
     """params (n_i, ...) -> one tensor (sum of n_i, ...) whose row blocks the params' data now are."""
     if params[0] is None:
         return None
-    rows, storage = sum(len(p) for p in params), params[0].untyped_storage()
-    if all(p.untyped_storage().data_ptr() == storage.data_ptr() for p in params) and storage.nbytes() == rows * params[0][0].nbytes:
-        return params[0].new_empty(0).set_(storage, 0, (rows, *params[0].shape[1:]))
+    sizes, memory = [len(p) for p in params], params[0].untyped_storage()
+    if memory.nbytes() == sum(sizes) * params[0][0].nbytes:  # the first param's memory has room for all: fused already?
+        whole = params[0].new_empty(0).set_(memory, 0, (sum(sizes), *params[0].shape[1:]))  # that memory as one tensor
+        if all(p.data_ptr() == part.data_ptr() for p, part in zip(params, whole.split(sizes))):  # each block where it belongs
+            return whole
     with torch.no_grad():
         fused = torch.cat(params)
-    for param, part in zip(params, fused.split([len(p) for p in params])):
+    for param, part in zip(params, fused.split(sizes)):
         param.data = part
     return fused
 
 
 def rotate(x, cos, sin):
     """The rotary embedding (RoFormer, as Llama applies it): entry i of a head's first half and entry i of
-    its second half form a pair, turned by its position's angle. x (B, heads, W, d), cos and sin (B, W, d).
+    its second half form a pair, turned by its position's angle. x (B, heads, W, d), cos and sin (B, W, d),
+    from the model's own rotary module, which puts its RoPE type's frequencies and scaling into them.
 
     One head of d = 2, one pair (1, 0), turned by 90 degrees:
     >>> cos, sin = torch.zeros(1, 1, 2), torch.ones(1, 1, 2)
@@ -104,26 +132,27 @@ def forward(model, fused, keys, values, ids, positions, slots, mask, window):
     head; the fused products (fuse) and the attention over the first `window` slots are done here.
 
     ids, positions (B, W): the tokens and their position ids (real tokens counted only); slots (W,);
-    fused: per layer (qkv weight, qkv bias or None, gate-up weight, gate-up bias or None);
-    keys, values: per layer (B, G, slots, d); mask (B, slots), 1 = a real token. -> (B, V)"""
+    fused: a Fused per layer; keys, values: per layer (B, G, L, d), L = cache slots; mask (B, L), 1 = a real
+    token. -> (B, V)"""
     body = model.model
     B, W = ids.shape
     H, G, d = model.config.num_attention_heads, model.config.num_key_value_heads, body.layers[0].self_attn.head_dim
     x = body.embed_tokens(ids)                             # (B, W, D)
     cos, sin = body.rotary_emb(x, positions)               # (B, W, d) each
-    seen = torch.arange(window, device=ids.device)         # (window,)
+    cache_slots = torch.arange(window, device=ids.device)  # (window,)
     # A token sees the real tokens up to its own slot, and always itself: a left-padding token of a
     # first turn has no real token before it, and a softmax over no slot is NaN, which would spread
     # through the cache (0 x NaN is NaN). What padding tokens compute is never read.
-    visible = (mask[:, None, None, :window].bool() & (seen <= slots[:, None])) | (seen == slots[:, None])  # (B, 1, W, window)
-    for layer, (qkv_weight, qkv_bias, gate_up_weight, gate_up_bias), k_cache, v_cache in zip(body.layers, fused, keys, values):
+    real = mask[:, None, None, :window].bool()                                                      # (B, 1, 1, window)
+    visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])             # (B, 1, W, window)
+    for layer, products, k_cache, v_cache in zip(body.layers, fused, keys, values):
         attn = layer.self_attn
-        q, k, v = F.linear(layer.input_layernorm(x), qkv_weight, qkv_bias).split([H * d, G * d, G * d], -1)
+        q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight, products.qkv_bias).split([H * d, G * d, G * d], -1)
         q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
         k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
         v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
         x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
-        gate, up = F.linear(layer.post_attention_layernorm(x), gate_up_weight, gate_up_bias).chunk(2, -1)
+        gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight, products.gate_up_bias).chunk(2, -1)
         x = x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
     return model.lm_head(body.norm(x[:, -1]))  # (B, V)
 
@@ -182,12 +211,12 @@ class StaticDecoder:
         device, config, reason = model.device, model.config, unsupported(model)
         if reason:
             raise ValueError(f"rollout.cache=static cannot run this model: {reason}; use rollout.cache=dynamic")
-        self.fused = []  # per layer: (qkv weight, qkv bias, gate-up weight, gate-up bias)
+        self.fused = []  # a Fused per layer
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            self.fused.append((*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
-        # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where a
-        # write into a slice of one big input would copy all of it back, layer after layer.
+            self.fused.append(Fused(*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
+        # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where it
+        # would copy each written slice of one big input whole and back (docs/performance.md, set 19).
         shape = (batch_size, config.num_key_value_heads, self.slots, model.model.layers[0].self_attn.head_dim)
         self.keys = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]    # (B, G, L, d) each
         self.values = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]  # (B, G, L, d) each
@@ -233,8 +262,8 @@ class StaticDecoder:
                 new[row] = context[len(self.held[row]):]
             if self.next_slot + max(map(len, new)) + self.cfg.rollout.max_new_tokens <= self.slots:
                 return rows, new
-        # Afresh from slot 0. The spare rows copy the first context: a row of padding alone would have
-        # nothing to attend to (a softmax over no slot is NaN).
+        # Afresh from slot 0. The spare rows copy the first context (any tokens would do: they count as
+        # stopped from the start, and what they emit is dropped).
         self.mask.zero_()  # the cache's old keys and values stay, masked
         self.next_slot, self.held = 0, [[] for _ in range(self.batch_size)]
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))

@@ -42,7 +42,7 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable,
                          evaluate, group_reward_std, load_state, new_run_dir, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint)
 from config import ConfigError, load_config, namespace
-from fast_decode import StaticDecoder, unsupported
+from fast_decode import StaticDecoder, use_static_decoder
 from models import Critic, bf16_sampler, build_critic, compile_layers, copy_weights, load_models
 from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_policy
 
@@ -454,9 +454,7 @@ def sampler_and_decoder(actor, chat, cfg, device):
     """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its static decoder
     (rollout.cache=static, or auto on a GPU for a Llama or Qwen2 model; else None: transformers' generate)."""
     sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    if cfg.rollout.cache == "static" and (reason := unsupported(sampler)):
-        raise SystemExit(f"error: rollout.cache=static cannot run model.name={cfg.model.name}: {reason}; use auto or dynamic")
-    if cfg.rollout.cache == "dynamic" or (cfg.rollout.cache == "auto" and (device.type != "cuda" or unsupported(sampler))):
+    if not use_static_decoder(sampler, cfg, device):
         return sampler, None
     return sampler, StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id)
 

@@ -3,14 +3,17 @@
 Whole multi-turn rollouts with greedy answers must come out token for token as transformers' `generate`
 plays them, turn after turn re-reading the whole conversation, while the recorded forward passes show
 that later turns fed only their new tokens, and that the cache started afresh when its slots ran out.
+The decoder's own forward (fast_decode.forward) must give the logits of the model's forward for every
+Llama and Qwen2 configuration it accepts.
 """
 import doctest
+import functools
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -20,16 +23,17 @@ import rollout  # noqa: E402
 from test_trainer import chat_of, ns, sharpened, tok_actor  # noqa: E402,F401
 
 
-def prefills(decoder):
-    """Records (first slot, width) of every forward that feeds more than one token per row: a prefill
-    fills the slots from decoder.next_slot on."""
-    seen = []
+def prefills(monkeypatch):
+    """Records (first slot, width) of every fast_decode.forward that feeds more than one token per row."""
+    seen, real = [], fast_decode.forward
 
-    def hook(module, args):
-        if args[0].shape[1] > 1:
-            seen.append((decoder.next_slot, args[0].shape[1]))
+    def recording(model, fused, keys, values, ids, positions, slots, mask, window):
+        if ids.shape[1] > 1:
+            seen.append((int(slots[0]), ids.shape[1]))
+        return real(model, fused, keys, values, ids, positions, slots, mask, window)
 
-    return seen, decoder.model.model.embed_tokens.register_forward_pre_hook(hook)
+    monkeypatch.setattr(fast_decode, "forward", recording)
+    return seen
 
 
 def replies_of(trajectory):
@@ -54,7 +58,7 @@ def llama_like(actor):
 
 
 @pytest.mark.parametrize("family, max_context", [("qwen2", 1024), ("qwen2", 785), ("llama", 785)])
-def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family, max_context):
+def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family, max_context, monkeypatch):
     """Sokoban, 5 turns of up to 12 tokens, 10 trajectories in a decoder of 12 rows (2 spare). Some
     replies stop early (their padding slots must be masked), and with max_context=785 trajectories end at
     different turns (the live rows become a subsequence) and the slots run out (the cache starts afresh):
@@ -67,11 +71,8 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     seeds = list(range(10))
     expected = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0), chat, cfg, seeds, seeds)
     decoder = fast_decode.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
-    seen, handle = prefills(decoder)
-    try:
-        got = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, seeds, seeds)
-    finally:
-        handle.remove()
+    seen = prefills(monkeypatch)
+    got = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, seeds, seeds)
     assert [t.ids for t in got] == [t.ids for t in expected]
     assert [t.sampled for t in got] == [t.sampled for t in expected]
     turns = [len(t.turns) for t in expected]
@@ -148,11 +149,35 @@ def test_fuse_computes_what_the_separate_layers_did_and_keeps_their_parameters()
     with torch.no_grad():
         layers[2].weight.copy_(torch.ones(2, 4))
     assert weight[6:].tolist() == again[6:].tolist() == [[1.0] * 4] * 2
+    swapped, _ = fast_decode.fuse([layers[2], layers[1]])  # other blocks in another order: fused anew
+    assert swapped.data_ptr() != weight.data_ptr() and torch.equal(swapped, torch.cat([layers[2].weight, layers[1].weight]))
 
 
-def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor):
+def test_a_fused_layer_trains_as_the_unfused_one():
+    """On the CPU with rollout.cache=static the actor samples and trains itself: its fused layers must get
+    the same gradients and AdamW steps as unfused ones, and the fused tensors must follow the steps."""
+    torch.manual_seed(0)
+    plain = [torch.nn.Linear(4, n) for n in (3, 2)]
+    fused_layers = [torch.nn.Linear(4, n) for n in (3, 2)]
+    for a, b in zip(plain, fused_layers):
+        b.load_state_dict(a.state_dict())
+    weight, _ = fast_decode.fuse(fused_layers)
+    x = torch.randn(5, 4)
+    for layers in (plain, fused_layers):
+        optimizer = torch.optim.AdamW([p for layer in layers for p in layer.parameters()], lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            sum((layer(x) ** 2).sum() for layer in layers).backward()
+            optimizer.step()
+    for a, b in zip(plain, fused_layers):
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    assert torch.equal(weight, torch.cat([layer.weight for layer in plain]))
+
+
+def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor, capsys):
     """GPT-2 has no Llama layers: rollout.cache=static names the key and what to set instead, and the
-    decoder itself refuses it; rollout.cache=dynamic samples it with generate()."""
+    decoder itself refuses it; rollout.cache=auto on a GPU samples it with generate() and says so, as
+    rollout.cache=dynamic does everywhere."""
     tok, _ = tok_actor
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2,
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
@@ -162,6 +187,88 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
     with pytest.raises(ValueError, match="rollout.cache=dynamic"):
         fast_decode.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
     assert ragen_mini.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=dynamic"), torch.device("cpu")) == (model, None)
+    assert not fast_decode.use_static_decoder(model, ns("rollout.cache=auto"), torch.device("cuda"))
+    assert "gpt2" in capsys.readouterr().out
+
+
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256)
+ACCEPTED = {  # what each configuration exercises
+    "qwen2 q/k/v biases": ("qwen2", {}),
+    "qwen2 G = H, untied LM head": ("qwen2", dict(num_key_value_heads=4, tie_word_embeddings=False)),
+    "llama G = 1, head_dim 32 != 64/4, biases": ("llama", dict(num_key_value_heads=1, head_dim=32, attention_bias=True, mlp_bias=True)),
+    "llama rope llama3": ("llama", dict(rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                                                             high_freq_factor=4.0, original_max_position_embeddings=16))),
+    "llama rope yarn": ("llama", dict(rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                           original_max_position_embeddings=16))),
+    "llama rope linear": ("llama", dict(rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0))),
+}
+
+
+def small_model(family, extra):
+    """A random model of 2 layers with every 1-D parameter (biases, norm weights) drawn too: at init
+    they are 0 and 1, which would hide a bias left out or a norm weight ignored."""
+    torch.manual_seed(0)
+    config = (Qwen2Config if family == "qwen2" else LlamaConfig)(**{**SMALL, **extra})
+    model = (Qwen2ForCausalLM if family == "qwen2" else LlamaForCausalLM)(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.uniform_(0.5, 1.5)
+    return model
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_forward_gives_the_models_own_logits(name):
+    """A left-padded prefill of three sequences (3, 7 and 5 tokens), then three decoding steps: after
+    each, fast_decode.forward's logits for every row equal the model's forward over that row's
+    unpadded sequence so far (float32)."""
+    model = small_model(*ACCEPTED[name])
+    assert fast_decode.unsupported(model) is None
+    body, L = model.model, 16
+    fused = [fast_decode.Fused(*fast_decode.fuse([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj]),
+                               *fast_decode.fuse([l.mlp.gate_proj, l.mlp.up_proj])) for l in body.layers]
+    shape = (3, model.config.num_key_value_heads, L, body.layers[0].self_attn.head_dim)
+    keys, values = [torch.zeros(shape) for _ in body.layers], [torch.zeros(shape) for _ in body.layers]
+    generator = torch.Generator().manual_seed(1)
+    rows = [torch.randint(1, 97, (n,), generator=generator).tolist() for n in (3, 7, 5)]
+    ids, block_mask = rollout.left_pad(rows, pad_id=0)  # (3, 7)
+    mask = torch.zeros(3, L, dtype=torch.long)
+    mask[:, :7] = block_mask
+    positions = (block_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = fast_decode.forward(model, fused, keys, values, ids, positions, torch.arange(7), mask, 7)
+        for slot in range(7, 10):
+            expected = torch.stack([model(torch.tensor([row])).logits[0, -1] for row in rows])
+            torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
+            token = torch.randint(1, 97, (3,), generator=generator)
+            rows = [row + [int(t)] for row, t in zip(rows, token)]
+            mask[:, slot] = 1
+            position = torch.tensor([[len(row) - 1] for row in rows])
+            logits = fast_decode.forward(model, fused, keys, values, token[:, None], position, torch.tensor([slot]), mask, slot + 1)
+
+
+@pytest.mark.parametrize("name, extra, why", [
+    ("rope dynamic", dict(rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)), "RoPE type dynamic"),
+    ("sliding window", dict(use_sliding_window=True, sliding_window=8), "sliding-window")])
+def test_configurations_the_forward_cannot_follow_are_refused(name, extra, why):
+    """Dynamic RoPE rescales its angles with the context length (a branch on data, which a captured step
+    cannot take), and a sliding window hides old slots, which forward does not."""
+    assert why in fast_decode.unsupported(small_model("qwen2", extra))
+
+
+@pytest.mark.parametrize("name", ["qwen2 q/k/v biases", "llama rope yarn"])
+def test_the_decoding_step_traces_as_one_graph(name):
+    """torch.compile(fullgraph=True) of the decoding step, as the decoder compiles it on a GPU: traced here
+    without code generation (the eager backend), so a construct that breaks the graph fails on the CPU too."""
+    model = small_model(*ACCEPTED[name])
+    decoder = fast_decode.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    step = torch.compile(functools.partial(fast_decode.decoding_step, model, decoder.fused, decoder.keys, decoder.values),
+                         fullgraph=True, backend="eager")
+    zeros = torch.zeros((2, 1), dtype=torch.long)
+    with torch.no_grad():
+        token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
+    assert token.shape == (2,)
 
 
 def test_docstring_examples_are_true():
