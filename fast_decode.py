@@ -24,12 +24,13 @@ def unsupported(model):
     rotary embedding, grouped-query attention over the whole context, a gated MLP) and nothing else."""
     config = model.config
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
     if config.model_type not in ("llama", "qwen2"):
         return f"its model type is {config.model_type}, and the static decoder runs llama and qwen2 models only"
     if getattr(config, "use_sliding_window", False) or set(getattr(config, "layer_types", None) or []) - {"full_attention"}:
         return "it uses sliding-window attention, which the static decoder does not"
-    if rope.get("rope_type", rope.get("type", "default")) not in ("default", "linear", "llama3", "yarn"):
-        return f"its RoPE type {rope.get('rope_type')} changes with the context length, which a captured step cannot follow"
+    if rope_type not in ("default", "linear", "llama3", "yarn"):  # dynamic and longrope change with the context length
+        return f"its RoPE type {rope_type} is not one the static decoder follows (default, linear, llama3, yarn)"
     return None
 
 
