@@ -1,6 +1,6 @@
-"""The GPU fast path of the rollout (rollout.cache=static, the default on CUDA for Llama and Qwen2 models): a decoder with a KV
-cache of fixed shape kept across the turns of a conversation, blocks of 8 decoding steps captured as
-CUDA graphs, and a forward of its own for Llama-family models (Llama, Qwen2: what the presets use) that
+"""The GPU fast path of the rollout (rollout.cache=static, the default on CUDA for Llama and Qwen2
+models): a decoder with a KV cache of fixed shape kept across the turns of a conversation, blocks of 8
+decoding steps captured as CUDA graphs, and a forward of its own (what the presets' models need) that
 runs one product for q, k and v, one for gate and up, and an attention that reads only the part of the
 cache in use. docs/performance.md measures it against transformers' `generate`, with the measurements
 that led to each piece.

@@ -225,11 +225,9 @@ def test_forward_gives_the_models_own_logits(name):
     unpadded sequence so far (float32)."""
     model = small_model(*ACCEPTED[name])
     assert fast_decode.unsupported(model) is None
-    body, L = model.model, 16
-    fused = [fast_decode.Fused(*fast_decode.fuse([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj]),
-                               *fast_decode.fuse([l.mlp.gate_proj, l.mlp.up_proj])) for l in body.layers]
-    shape = (3, model.config.num_key_value_heads, L, body.layers[0].self_attn.head_dim)
-    keys, values = [torch.zeros(shape) for _ in body.layers], [torch.zeros(shape) for _ in body.layers]
+    L = 16
+    decoder = fast_decode.StaticDecoder(model, 3, ns(f"rollout.max_context={L}"), [0], 0)  # its fused weights and cache
+    fused, keys, values = decoder.fused, decoder.keys, decoder.values
     generator = torch.Generator().manual_seed(1)
     rows = [torch.randint(1, 97, (n,), generator=generator).tolist() for n in (3, 7, 5)]
     ids, block_mask = rollout.left_pad(rows, pad_id=0)  # (3, 7)
