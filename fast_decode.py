@@ -8,6 +8,7 @@ that led to each piece.
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
 """
 import functools
+import math
 from typing import NamedTuple
 
 import torch
@@ -98,11 +99,12 @@ def rotate(x, cos, sin):
 
 def attention(q, keys, values, visible, scale):
     """q (B, H, W, d); keys, values (B, G, window, d), with G <= H key/value heads each shared by H/G
-    query heads; visible (B, 1, W, window), True = may attend. -> (B, W, H*d)
+    query heads (Qwen2.5-0.5B: 14 query heads, 2 key/value heads); visible (B, 1, W, window), True = may
+    attend. -> (B, W, H*d)
 
-    One new token per row (W = 1, a decoding step): each group of H/G query heads reads its shared K and
-    V once (Qwen2.5-0.5B: 14 query heads, 2 key/value heads), two products and a softmax. A prompt
-    (W > 1) goes to PyTorch's fused attention, with K and V repeated for every query head.
+    PyTorch's fused attention with enable_gqa reads each shared K and V head in place, for a prompt
+    (W > 1) as for a decoding step (W = 1): about half the time of two products and a softmax written
+    out, and of K and V repeated for every query head (docs/performance.md, set 20).
 
     Two query heads sharing one K/V head (d = 1), one token, two slots holding the values 0 and 1: head 0
     (q = 0) weighs them 1/2 and 1/2, head 1 scores slot 1 higher by ln 3 and weighs them 1/4 and 3/4.
@@ -115,29 +117,20 @@ def attention(q, keys, values, visible, scale):
     tensor([[[1., 1.]]])
     """
     B, H, W, d = q.shape
-    G = keys.shape[1]
-    if W == 1:
-        scores = q.view(B, G, H // G, d) @ keys.transpose(-1, -2) * scale  # (B, G, H/G, window)
-        scores = scores.masked_fill(~visible, float("-inf"))
-        out = scores.float().softmax(-1).to(values.dtype) @ values  # (B, G, H/G, d): head g*H/G + j uses K/V g
-        return out.reshape(B, 1, H * d)
-    keys, values = keys.repeat_interleave(H // G, 1), values.repeat_interleave(H // G, 1)  # (B, H, window, d)
-    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale)  # (B, H, W, d)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale, enable_gqa=True)  # (B, H, W, d)
     return out.transpose(1, 2).reshape(B, W, H * d)
 
 
-def forward(model, fused, keys, values, ids, positions, slots, mask, window):
+def forward(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
     """What the model computes for the new tokens `ids`, each row's next ones after those in its cache:
     writes their keys and values into cache slots `slots` and returns the logits after each row's last
-    token. The model's own modules do the norms, the rotary angles, the output projections and the LM
-    head; the fused products (fuse) and the attention over the first `window` slots are done here.
+    token. The model's own modules do the embedding, the rotary angles, the last norm and the LM head;
+    `run_layer` (decoder_layer, or a compiled decoder_layer) runs the layers.
 
     ids, positions (B, W): the tokens and their position ids (real tokens counted only); slots (W,);
     fused: a Fused per layer; keys, values: per layer (B, G, L, d), L = cache slots; mask (B, L), 1 = a real
-    token. -> (B, V)"""
+    token; the attention reads the first `window` slots. -> (B, V)"""
     body = model.model
-    B, W = ids.shape
-    H, G, d = model.config.num_attention_heads, model.config.num_key_value_heads, body.layers[0].self_attn.head_dim
     x = body.embed_tokens(ids)                             # (B, W, D)
     cos, sin = body.rotary_emb(x, positions)               # (B, W, d) each
     cache_slots = torch.arange(window, device=ids.device)  # (window,)
@@ -147,15 +140,26 @@ def forward(model, fused, keys, values, ids, positions, slots, mask, window):
     real = mask[:, None, None, :window].bool()                                                      # (B, 1, 1, window)
     visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])             # (B, 1, W, window)
     for layer, products, k_cache, v_cache in zip(body.layers, fused, keys, values):
-        attn = layer.self_attn
-        q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight, products.qkv_bias).split([H * d, G * d, G * d], -1)
-        q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
-        k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
-        v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
-        x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
-        gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight, products.gate_up_bias).chunk(2, -1)
-        x = x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
+        x = (run_layer or decoder_layer)(layer, products, k_cache, v_cache, x, cos, sin, slots, visible)
     return model.lm_head(body.norm(x[:, -1]))  # (B, V)
+
+
+def decoder_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible):
+    """One Llama / Qwen2 layer for the new tokens x (B, W, D): attention (its keys and values written into
+    the cache slots `slots` first), then the gated MLP, each added to x. The layer's own modules do the
+    norms and the output projections; the fused products (fuse) and the attention are done here.
+    k_cache, v_cache (B, G, L, d); cos, sin (B, W, d); visible (B, 1, W, window). -> x (B, W, D)"""
+    attn, config = layer.self_attn, layer.self_attn.config
+    B, W, _ = x.shape
+    H, G, d = config.num_attention_heads, config.num_key_value_heads, attn.head_dim
+    window = visible.shape[-1]
+    q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight, products.qkv_bias).split([H * d, G * d, G * d], -1)
+    q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
+    k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
+    v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
+    x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
+    gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight, products.gate_up_bias).chunk(2, -1)
+    return x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
 
 
 def decoding_step(model, fused, keys, values, token, position, slot, mask, window, temperature, stop_ids, allow_eos):
@@ -165,14 +169,42 @@ def decoding_step(model, fused, keys, values, token, position, slot, mask, windo
 
 
 def sample(logits, temperature, stop_ids, allow_eos):
-    """Exactly softmax(logits / T) by the exponential race: argmax of p / E with E ~ Exp(1), which needs
-    no host synchronisation (torch.multinomial would). T = 0 is greedy. The captured step takes T as a
-    0-d tensor: a float would be compiled into it, one more compilation per temperature. The stop tokens
+    """A token per row drawn from exactly softmax(logits / T); T = 0 is greedy. The captured step takes T as
+    a 0-d tensor: a float would be compiled into it, one more compilation per temperature. The stop tokens
     (a (S,) tensor of ids) are barred while allow_eos is False (min_new_tokens). (B, V) -> (B,)"""
     logits[:, stop_ids] = torch.where(allow_eos, logits[:, stop_ids], float("-inf"))
     if not torch.is_tensor(temperature) and temperature == 0:
         return logits.argmax(-1)
-    return (logits / temperature - torch.empty_like(logits).exponential_().log()).argmax(-1)
+    return two_stage_race(logits / temperature)
+
+
+def race(scores):
+    """The exponential race: argmax of exp(scores) / E, E ~ Exp(1) drawn per entry, is index i with
+    probability softmax(scores)_i, and needs no host synchronisation (torch.multinomial would).
+    (..., n) -> (...)"""
+    return (scores - torch.empty_like(scores).exponential_().log()).argmax(-1)
+
+
+def two_stage_race(scores):
+    """A token per row with probability softmax(scores), from about 2 sqrt(V) random numbers instead of V
+    (drawing them was most of the sampling's time: docs/performance.md, set 20). The V tokens are cut into
+    blocks of S = ceil(sqrt(V)); a race picks a block with probability its share of sum(exp(scores)), a
+    second race a token within it with its share of the block: the product is exactly the token's
+    softmax probability. (B, V) -> (B,)
+
+    Only token 4 can win (V = 5: two blocks of 3, the second padded with one barred slot):
+    >>> two_stage_race(torch.tensor([[float("-inf")] * 4 + [0.0]]))
+    tensor([4])
+    """
+    B, V = scores.shape
+    size = math.isqrt(V - 1) + 1  # S = ceil(sqrt(V))
+    count = -(-V // size)         # blocks
+    blocks = F.pad(scores, (0, count * size - V), value=float("-inf")).view(B, count, size)  # (B, count, S)
+    top = blocks.amax(-1, keepdim=True)  # (B, count, 1): exp(scores - top) cannot overflow
+    top = top.masked_fill(top == float("-inf"), 0.0)  # a block of barred tokens has weight 0, not NaN
+    log_weight = top[..., 0] + (blocks - top).exp().sum(-1).log()  # (B, count): log sum(exp(scores)) per block
+    block = race(log_weight)                                         # (B,)
+    return block * size + race(blocks[torch.arange(B, device=scores.device), block])  # a token of that block
 
 
 def continues(held, context):
@@ -235,6 +267,10 @@ class StaticDecoder:
         self.block_out = torch.zeros((batch_size, CHECK_EVERY), dtype=torch.long, device=device)  # (B, 8)
         step = functools.partial(decoding_step, model, self.fused, self.keys, self.values)
         self.step = torch.compile(step, fullgraph=True) if device.type == "cuda" else step
+        # The prefill's width changes every turn: its layer is compiled for any width (dynamic), once for all
+        # layers (a whole compiled forward takes minutes to compile), and fuses the element-wise work between
+        # the products (norms, rotary embedding, residuals) that eager runs op by op.
+        self.prefill_layer = torch.compile(decoder_layer, dynamic=True) if device.type == "cuda" else None
         self.graphs = {}  # (window, greedy, size) -> the CUDA graph of a block of that many steps
         # One scratch memory for all graphs: blocks never run at once, and none leaves a tensor of its own behind.
         self.pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
@@ -271,7 +307,7 @@ class StaticDecoder:
 
     def feed(self, new):
         """Prefill: the new tokens of every row, left-padded into one block of slots after the used ones,
-        in one forward pass (eager: its width changes every turn). -> the logits after each row's last
+        in one forward pass (compiled on a GPU for any width). -> the logits after each row's last
         token (B, V), that token's position (B, 1), and the slot where the reply starts."""
         model, start, device = self.model, self.next_slot, self.model.device
         ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id))  # (B, W)
@@ -280,7 +316,8 @@ class StaticDecoder:
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]  # (B, 1) real tokens so far
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
         slots = torch.arange(start, start + width, device=device)  # (W,)
-        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, start + width)
+        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, start + width,
+                         self.prefill_layer)
         return logits.float(), positions[:, -1:], start + width
 
     def decode(self, logits, position, start, temperature, rows):

@@ -27,10 +27,10 @@ def prefills(monkeypatch):
     """Records (first slot, width) of every fast_decode.forward that feeds more than one token per row."""
     seen, real = [], fast_decode.forward
 
-    def recording(model, fused, keys, values, ids, positions, slots, mask, window):
+    def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
         if ids.shape[1] > 1:
             seen.append((int(slots[0]), ids.shape[1]))
-        return real(model, fused, keys, values, ids, positions, slots, mask, window)
+        return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
 
     monkeypatch.setattr(fast_decode, "forward", recording)
     return seen
