@@ -1,9 +1,9 @@
 """The GPU fast path of the rollout (rollout.cache=static, the default on CUDA for Llama and Qwen2
 models): a decoder with a KV cache of fixed shape kept across the turns of a conversation, blocks of 8
-decoding steps captured as CUDA graphs, and a forward of its own (what the presets' models need) that
-runs one product for q, k and v, one for gate and up, and an attention that reads only the part of the
-cache in use. docs/performance.md measures it against transformers' `generate`, with the measurements
-that led to each piece.
+decoding steps captured as CUDA graphs, a forward of its own (what the presets' models need) that runs
+one product for q, k and v, one for gate and up, and PyTorch's fused attention over only the part of the
+cache in use, and a sampler that draws few random numbers. docs/performance.md measures it against
+transformers' `generate`, with the measurements that led to each piece.
 
 On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
 """
@@ -181,7 +181,12 @@ def sample(logits, temperature, stop_ids, allow_eos):
 def race(scores):
     """The exponential race: argmax of exp(scores) / E, E ~ Exp(1) drawn per entry, is index i with
     probability softmax(scores)_i, and needs no host synchronisation (torch.multinomial would).
-    (..., n) -> (...)"""
+    (..., n) -> (...)
+
+    A barred entry (-inf) never wins:
+    >>> race(torch.tensor([float("-inf"), 0.0, float("-inf")]))
+    tensor(1)
+    """
     return (scores - torch.empty_like(scores).exponential_().log()).argmax(-1)
 
 

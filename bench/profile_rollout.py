@@ -1,5 +1,6 @@
-"""Where does a rollout's time go? Profiles one rollout of the benchmark setup (after a warm-up one)
-with torch.profiler and prints the kernels that take the most GPU time, and host vs device totals.
+"""Where does a rollout's time go? Plays rollouts of the benchmark setup: a warm-up one (compilation),
+three timed ones, with the static decoder's prefills timed apart, then one profiled with torch.profiler,
+and prints the kernels that take the most GPU time.
 
     python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.cache=dynamic
 """
@@ -19,14 +20,29 @@ from config import load_config, namespace  # noqa: E402
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
 cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
 device = torch.device("cuda")
+torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
 sampler, decoder = ragen_mini.sampler_and_decoder(actor, chat, cfg, device)  # as the trainer samples
+prefill_s = 0.0
+if decoder is not None:  # time each prefill, waiting for the GPU before and after it
+    feed = decoder.feed
+
+    def timed_feed(new):
+        global prefill_s
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = feed(new)
+        torch.cuda.synchronize()
+        prefill_s += time.perf_counter() - start
+        return out
+    decoder.feed = timed_feed
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
-for label in ("warm-up", "profiled"):
+profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+for label in ("warm-up", "timed", "timed", "timed", "profiled"):
+    prefill_s = 0.0
     policy = rollout.LLMPolicy(sampler, chat, cfg, cfg.rollout.temperature, decoder)
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
     start = time.perf_counter()
     if label == "profiled":
         profiler.start()
@@ -34,6 +50,6 @@ for label in ("warm-up", "profiled"):
     torch.cuda.synchronize()
     if label == "profiled":
         profiler.stop()
-    print(f"{label}: rollout {time.perf_counter() - start:.2f} s, generate {policy.generate_s:.2f} s, "
-          f"context {np.mean([len(t.ids) for t in trajectories]):.0f} tokens")
-print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=70))
+    print(f"{label}: rollout {time.perf_counter() - start:.3f} s, generate {policy.generate_s:.3f} s, prefill {prefill_s:.3f} s, "
+          f"context {np.mean([len(t.ids) for t in trajectories]):.0f} tokens, steps {policy.decode_steps}", flush=True)
+print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=45, max_name_column_width=90))

@@ -4,7 +4,8 @@ Whole multi-turn rollouts with greedy answers must come out token for token as t
 plays them, turn after turn re-reading the whole conversation, while the recorded forward passes show
 that later turns fed only their new tokens, and that the cache started afresh when its slots ran out.
 The decoder's own forward (fast_decode.forward) must give the logits of the model's forward for every
-Llama and Qwen2 configuration it accepts.
+Llama and Qwen2 configuration it accepts, compiled for the prefills as one graph for all layers; its
+sampler must draw tokens with their softmax probabilities.
 """
 import doctest
 import functools
@@ -267,6 +268,57 @@ def test_the_decoding_step_traces_as_one_graph(name):
     with torch.no_grad():
         token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
     assert token.shape == (2,)
+
+
+def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
+    """On a GPU the decoder compiles decoder_layer for the prefills, for any width: one graph must serve
+    every layer (their modules differ, the code does not) and, after the first turn, every width and
+    first slot. Traced here with a backend that counts the graphs it is given (no code generation), and
+    the logits must be those of the uncompiled forward."""
+    model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    decoder = fast_decode.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    layer = torch.compile(fast_decode.decoder_layer, fullgraph=True, dynamic=True, backend=counting_backend)
+    generator = torch.Generator().manual_seed(0)
+    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6)):  # a first turn, then turns that continue the cache
+        ids = torch.randint(1, 97, (2, width), generator=generator)
+        positions = torch.arange(start, start + width).expand(2, width)
+        slots = torch.arange(start, start + width)
+        decoder.mask[:, start:start + width] = 1
+        with torch.no_grad():
+            compiled = fast_decode.forward(model, decoder.fused, decoder.keys, decoder.values, ids, positions, slots,
+                                           decoder.mask, start + width, layer)
+            plain = fast_decode.forward(model, decoder.fused, decoder.keys, decoder.values, ids, positions, slots,
+                                        decoder.mask, start + width)
+        torch.testing.assert_close(compiled, plain)
+    # the first turn's graph takes the window to be the width (they are equal there); one more for the rest
+    assert len(model.model.layers) == 2 and len(graphs) == 2
+
+
+def test_the_two_stage_race_draws_from_the_softmax():
+    """200,000 draws over a vocabulary of 211 tokens (not a square: 15 blocks of 15, the last one padded),
+    30 of them barred (-inf, two whole blocks), one token favoured: each token's frequency against its
+    softmax probability (a chi-square over the tokens expected at least 5 times), and no barred token."""
+    generator = torch.Generator().manual_seed(0)
+    V, draws = 211, 200_000
+    scores = torch.randn(V, generator=generator)
+    scores[7] += 6.0
+    scores[30:60] = float("-inf")  # the blocks 30-44 and 45-59
+    torch.manual_seed(0)
+    tokens = fast_decode.two_stage_race(scores.expand(draws, V).clone())
+    counts = torch.bincount(tokens, minlength=V).double()
+    expected = torch.softmax(scores.double(), -1) * draws
+    assert counts[30:60].sum() == 0
+    seen = expected >= 5
+    chi2 = ((counts[seen] - expected[seen]) ** 2 / expected[seen]).sum().item()
+    dof = int(seen.sum()) - 1
+    assert chi2 < dof + 5 * (2 * dof) ** 0.5, (chi2, dof)  # mean dof, standard deviation sqrt(2 dof)
+    assert abs(counts[7].item() - expected[7].item()) < 5 * expected[7].item() ** 0.5
 
 
 def test_docstring_examples_are_true():
