@@ -167,10 +167,11 @@ def run_summary(run_dir, seconds):
     timed = [row for row in rows if row["iteration"] >= 2 and all(key in row for key in timings)]
     if timed:
         median = {key: float(np.median([row[key] for row in timed])) for key in timings}
+        host = float(np.median([row["perf/rollout_s"] - row["perf/generate_s"] for row in timed]))  # not a difference of medians
         lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = rollout "
                      f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s in "
                      f"{median['perf/decode_steps']:.0f} decoding steps, envs and "
-                     f"tokenizer {median['perf/rollout_s'] - median['perf/generate_s']:.2f} s) + scoring "
+                     f"tokenizer {host:.2f} s) + scoring "
                      f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, evaluations apart")
     lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")
     latest = latest_checkpoint(run_dir)

@@ -102,9 +102,9 @@ def attention(q, keys, values, visible, scale):
     query heads (Qwen2.5-0.5B: 14 query heads, 2 key/value heads); visible (B, 1, W, window), True = may
     attend. -> (B, W, H*d)
 
-    PyTorch's fused attention with enable_gqa reads each shared K and V head in place, for a prompt
-    (W > 1) as for a decoding step (W = 1): about half the time of two products and a softmax written
-    out, and of K and V repeated for every query head (docs/performance.md, set 20).
+    PyTorch's fused attention with enable_gqa takes each K and V head with the query heads that share it,
+    for a prompt (W > 1) as for a decoding step (W = 1): faster on an H200 than two products and a
+    softmax written out, or than K and V copied for every query head (docs/performance.md, set 20).
 
     Two query heads sharing one K/V head (d = 1), one token, two slots holding the values 0 and 1: head 0
     (q = 0) weighs them 1/2 and 1/2, head 1 scores slot 1 higher by ln 3 and weighs them 1/4 and 3/4.
