@@ -139,8 +139,9 @@ def forward(model, fused, keys, values, ids, positions, slots, mask, window, run
     # through the cache (0 x NaN is NaN). What padding tokens compute is never read.
     real = mask[:, None, None, :window].bool()                                                      # (B, 1, 1, window)
     visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])             # (B, 1, W, window)
+    run_layer = run_layer or decoder_layer
     for layer, products, k_cache, v_cache in zip(body.layers, fused, keys, values):
-        x = (run_layer or decoder_layer)(layer, products, k_cache, v_cache, x, cos, sin, slots, visible)
+        x = run_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible)
     return model.lm_head(body.norm(x[:, -1]))  # (B, V)
 
 

@@ -952,8 +952,8 @@ def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     assert (f"time per iteration (median after the first): {half('perf/iteration_s'):.2f} s = rollout "
             f"{half('perf/rollout_s'):.2f} s (generation {half('perf/generate_s'):.2f} s in "
             f"{half('perf/decode_steps'):.0f} decoding steps, envs and tokenizer "
-            f"{(timed[0]['perf/rollout_s'] - timed[0]['perf/generate_s'] + timed[1]['perf/rollout_s'] - timed[1]['perf/generate_s']) / 2:.2f}"
-            f" s) + scoring {half('perf/logprob_s'):.2f} s"
+            f"{sum(line['perf/rollout_s'] - line['perf/generate_s'] for line in timed) / 2:.2f} s) + scoring "
+            f"{half('perf/logprob_s'):.2f} s"
             f" + update {half('perf/update_s'):.2f} s") in out
     bar = err.replace("\r", "\n").splitlines()
     assert any("3/3" in line and f"eval_success={evals[-1][1]:.2f}" in line for line in bar)
