@@ -88,14 +88,16 @@ def collate(trajectories, pad_id, device, train_from=None):
                  group_ids=torch.tensor([t.group for t in trajectories], device=device))
 
 
-def hidden_states(backbone, input_ids, attention_mask):
-    """(b, T, H) last hidden states; explicit position ids (docs/paper.md §7.3); no KV cache (models.compile_layers: one
+def hidden_states(backbone, input_ids):
+    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its
+    last token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
+    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3). With a mask, the attention
+    took a third of the update's GPU time (docs/performance.md, set 21). No KV cache (models.compile_layers: one
     indexed by layer would make each compiled layer its own graph)."""
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).last_hidden_state
+    return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
-def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature, with_entropy, chunk):
+def token_logprobs(actor, input_ids, response_mask, temperature, with_entropy, chunk):
     """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only. -> two (b, T-1).
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
@@ -106,7 +108,7 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
     On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits
     (docs/performance.md, set 17); torch.compile keeps its code with the function, so this compiles once.
     """
-    hidden = hidden_states(actor.base_model, input_ids, attention_mask)[:, :-1]  # (b, T-1, H)
+    hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
     at = response_mask.bool()
     flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
     lm_head = actor.get_output_embeddings()
@@ -127,19 +129,19 @@ def token_logprobs(actor, input_ids, attention_mask, response_mask, temperature,
     return logp, entropy
 
 
-def token_values(critic, input_ids, attention_mask, response_mask):
+def token_values(critic, input_ids, response_mask):
     """V at every response position -> (b, T-1): the value of the state before token t+1 is sampled."""
-    hidden = hidden_states(critic.backbone, input_ids, attention_mask)[:, :-1]
+    hidden = hidden_states(critic.backbone, input_ids)[:, :-1]
     values = critic.value_head(hidden[response_mask.bool()]).squeeze(-1).float()  # (n,)
     return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
 
 
 def micro_batches(batch, indices, size):
-    """Slices of the batch, each trimmed to its own longest row (right padding makes this a crop)."""
+    """Slices of the batch trimmed to their longest row (a crop, thanks to right padding): rows, (b, t) ids, (b, t-1) mask"""
     for start in range(0, len(indices), size):
         rows = indices[start:start + size]
         width = int(batch.attention_mask[rows].sum(-1).max())
-        yield rows, batch.input_ids[rows, :width], batch.attention_mask[rows, :width], batch.response_mask[rows, :width - 1]
+        yield rows, batch.input_ids[rows, :width], batch.response_mask[rows, :width - 1]
 
 
 def autocast(device):
@@ -153,14 +155,14 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     B, width = batch.response_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
     temperature, chunk = cfg.rollout.temperature, cfg.algo.logits_chunk
-    for rows, ids, attention, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size):
+    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size):
         crop = slice(0, mask.shape[1])
         with autocast(device):
-            batch.old_logp[rows, crop] = token_logprobs(actor, ids, attention, mask, temperature, False, chunk)[0]
+            batch.old_logp[rows, crop] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
             if critic is not None:
-                batch.values[rows, crop] = token_values(critic, ids, attention, gae_steps(mask, cfg))
+                batch.values[rows, crop] = token_values(critic, ids, gae_steps(mask, cfg))
             if reference is not None:
-                batch.ref_logp[rows, crop] = token_logprobs(reference, ids, attention, mask, temperature, False, chunk)[0]
+                batch.ref_logp[rows, crop] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
 
 
 # ======================================================================================================
@@ -219,9 +221,9 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
 
             # --- the actor step --------------------------------------------------------------------------
             actor_opt.zero_grad(set_to_none=True)
-            for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+            for rows, ids, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
                 with autocast(device):
-                    logp, entropy = token_logprobs(actor, ids, attention, mask, cfg.rollout.temperature, True,
+                    logp, entropy = token_logprobs(actor, ids, mask, cfg.rollout.temperature, True,
                                                    cfg.algo.logits_chunk)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
                                                   crop(batch.advantages, rows, mask), mask, cfg.algo, normaliser(mask),
@@ -239,9 +241,9 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 continue
             critic_opt.zero_grad(set_to_none=True)
             step_loss = 0.0
-            for rows, ids, attention, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+            for rows, ids, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
                 with autocast(device):
-                    values = token_values(critic, ids, attention, mask)
+                    values = token_values(critic, ids, mask)
                 loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask), crop(batch.returns, rows, mask),
                                                   mask, cfg.algo.value_clip, loss_normalizer=normaliser(mask))
                 loss.backward()
@@ -298,9 +300,9 @@ def format_warmup(actor, chat, cfg, device):
         num_tokens = batch.response_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for _, ids, attention, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
+        for _, ids, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
             with autocast(device):
-                logp, _ = token_logprobs(actor, ids, attention, mask, 1.0, False, cfg.algo.logits_chunk)
+                logp, _ = token_logprobs(actor, ids, mask, 1.0, False, cfg.algo.logits_chunk)
             loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean
             loss.backward()
             total = total + loss.detach()

@@ -4,8 +4,11 @@
     git worktree add ../before <commit>
     python bench/compare.py ../before --bench 5 [section.key=value ...]            # same overrides for both
     python bench/compare.py ../before --bench 5 --baseline-overrides "rollout.cache=static" [overrides]
+    python bench/compare.py ../before --bench 4 --abba                               # this, before, before, this
 
-Prints both JSON lines per iteration as they come, then a table; writes nothing.
+Prints both JSON lines per iteration as they come, then a table; writes nothing. The first benchmark on a
+freshly started machine has run slower than later ones (docs/performance.md); --abba runs each checkout
+once early and once late and pools their iterations 2..K.
 """
 import argparse
 import json
@@ -20,7 +23,7 @@ KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s
 
 
 def bench(folder, k, overrides):
-    """Runs the benchmark in `folder`; -> {key: median over iterations 2..k}."""
+    """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k."""
     command = [sys.executable, "ragen_mini.py", "--bench", str(k), *overrides]
     print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
     lines = []
@@ -31,8 +34,11 @@ def bench(folder, k, overrides):
                 lines.append(json.loads(line))
     if process.returncode or len(lines) < 2:
         raise SystemExit(f"the benchmark in {folder} failed (exit code {process.returncode})")
-    later = lines[1:]  # iteration 1 compiles and warms up
-    return {key: statistics.median(line[key] for line in later) for key in KEYS if key in later[0]}
+    return lines[1:]  # iteration 1 compiles and warms up
+
+
+def medians(lines):
+    return {key: statistics.median(line[key] for line in lines) for key in KEYS if key in lines[0]}
 
 
 def main():
@@ -40,11 +46,16 @@ def main():
     parser.add_argument("baseline", help="the other checkout's folder")
     parser.add_argument("--bench", type=int, default=5, help="iterations per checkout (the first is not counted)")
     parser.add_argument("--baseline-overrides", default=None, help="the baseline's overrides, if others, in one string")
+    parser.add_argument("--abba", action="store_true", help="four benchmarks: this, the baseline, the baseline, this")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
-    ours = bench(HERE, args.bench, args.overrides)
-    theirs = bench(args.baseline, args.bench, args.overrides if args.baseline_overrides is None else args.baseline_overrides.split())
-    print(f"\nmedian of iterations 2-{args.bench}: this checkout, {args.baseline}, and how many times faster this is")
+    baseline_overrides = args.overrides if args.baseline_overrides is None else args.baseline_overrides.split()
+    checkouts = [(HERE, args.overrides, []), (args.baseline, baseline_overrides, [])]  # folder, overrides, lines
+    for folder, overrides, lines in [checkouts[i] for i in ([0, 1, 1, 0] if args.abba else [0, 1])]:
+        lines += bench(folder, args.bench, overrides)
+    ours, theirs = (medians(lines) for _, _, lines in checkouts)
+    pooled = " of both runs" if args.abba else ""
+    print(f"\nmedian of iterations 2-{args.bench}{pooled}: this checkout, {args.baseline}, and how many times faster this is")
     for key in KEYS:
         if key in ours and key in theirs:
             faster = ours[key] / theirs[key] if "per_s" in key else theirs[key] / ours[key] if key.endswith("_s") else None

@@ -368,8 +368,8 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     played, masks = [], []
     real_rollout, real_logprobs = ragen_mini.play_episodes, ragen_mini.token_logprobs
     monkeypatch.setattr(ragen_mini, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
-    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, att, mask, *a: masks.append(mask.clone())
-                        or real_logprobs(m, ids, att, mask, *a))
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a: masks.append(mask.clone())
+                        or real_logprobs(m, ids, mask, *a))
     ragen_mini.format_warmup(copy.deepcopy(actor), chat_of(tok), cfg, CPU)
     (mask,) = masks
     assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
@@ -566,11 +566,11 @@ def test_compiled_layers_compute_what_eager_layers_do_and_compile_once(tok_actor
     for width in (9, 14):
         ids = torch.randint(0, eager.config.vocab_size, (3, width))
         mask = torch.ones_like(ids)
-        mask[1, :4] = 0  # left padding
+        mask[1, -4:] = 0  # right padding, as in training batches
         hidden = []
         for model in (eager, compiled):
             model.zero_grad()
-            h = ragen_mini.hidden_states(model.base_model, ids, mask)
+            h = ragen_mini.hidden_states(model.base_model, ids)
             (h * mask[..., None]).square().mean().backward()
             hidden.append(h.detach())
         torch.testing.assert_close(hidden[1], hidden[0], rtol=1e-4, atol=1e-4)
@@ -617,12 +617,32 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.attention_mask,  # 3: chunks end mid-row
+        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids,  # 3: chunks end mid-row
                                             batch.response_mask, T, False, chunk=3)
     for i in range(2):
         got = logp[i][batch.response_mask[i].bool()].tolist()
         assert got == pytest.approx(expected[i], abs=1e-4)
     assert (logp[batch.response_mask == 0] == 0).all()
+
+
+def test_critic_values_of_right_padded_rows_equal_each_row_alone(tok_actor):
+    """Scoring passes no attention mask (ragen_mini.hidden_states): in right-padded rows every pad comes after
+    the row's tokens, so causal attention alone hides it. The values of a batch with pads equal those of each
+    row run alone, on a critic with sharp attention that would notice a pad it attended to."""
+    tok, actor = tok_actor
+    critic = ragen_mini.build_critic(ns("env.name=sokoban"), sharpened(actor), CPU).eval()
+    torch.manual_seed(5)
+    torch.nn.init.normal_(critic.value_head.weight)  # a fresh head says 0 everywhere
+    lengths = [23, 9, 16]
+    trajectories = [rollout.Trajectory(seed=0, group=0, ids=torch.randint(5, tok.vocab_size, (n,)).tolist(),
+                                       sampled=[0] * 4 + [1] * (n - 4)) for n in lengths]
+    batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
+    with torch.no_grad():
+        values = ragen_mini.token_values(critic, batch.input_ids, batch.response_mask)  # (3, 22)
+        for i, n in enumerate(lengths):
+            alone = ragen_mini.token_values(critic, batch.input_ids[i:i + 1, :n], batch.response_mask[i:i + 1, :n - 1])
+            torch.testing.assert_close(values[i, :n - 1], alone[0], rtol=1e-4, atol=1e-4)  # left pads would be off by tens
+            assert (values[i, n - 1:] == 0).all()  # no values on the pads
 
 
 # ================================================================================================
