@@ -1,4 +1,4 @@
-"""Where does the time of scoring (step 3) and the update (step 5) go? Builds a batch of the benchmark's
+"""Where does the time of scoring (step 3) and the update (step 5) go on a GPU? Builds a batch of the benchmark's
 shape, runs scoring, advantages and update on it `--repeats` times (the first compiles), profiles the last
 with torch.profiler, and prints the kernels that take the most GPU time and how busy the GPU was.
 
@@ -107,6 +107,8 @@ for repeat in range(args.repeats):
     torch.cuda.synchronize()
     scored = time.perf_counter()
     ragen_mini.compute_advantages(batch, cfg)
+    torch.cuda.synchronize()
+    advantaged = time.perf_counter()
     ragen_mini.update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers.get("critic"), cfg,
                       run.device, run.generator)
     torch.cuda.synchronize()
@@ -114,7 +116,7 @@ for repeat in range(args.repeats):
         profiler.stop()
     print(f"{'profiled' if profiled else f'repeat {repeat}'}: {len(batch.rewards)} trajectories of up to "
           f"{batch.input_ids.shape[1]} tokens, {int(batch.response_mask.sum())} sampled; scoring {scored - start:.2f} s, "
-          f"update {time.perf_counter() - scored:.2f} s, peak reserved {torch.cuda.max_memory_reserved() / 2**30:.1f} GiB",
+          f"advantages {advantaged - scored:.2f} s, update {time.perf_counter() - advantaged:.2f} s, peak reserved {torch.cuda.max_memory_reserved() / 2**30:.1f} GiB",
           flush=True)
 print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
 busy, window = gpu_busy(profiler)
