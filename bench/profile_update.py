@@ -67,13 +67,10 @@ def gpu_busy(profiler):
     """-> (ms the GPU ran kernels, ms from the first to the last event): the union of the kernels' intervals."""
     kernels = sorted((e.time_range.start, e.time_range.end) for e in profiler.events()
                      if e.device_type == torch.autograd.DeviceType.CUDA)
-    busy, start, end = 0, None, None
-    for s, e in kernels:
-        if end is None or s > end:
-            busy += 0 if end is None else end - start
-            start, end = s, e
+    busy, end = 0, float("-inf")
+    for s, e in kernels:  # in order of start: each kernel adds the part of it after the latest end so far
+        busy += max(0, e - max(s, end))
         end = max(end, e)
-    busy += 0 if end is None else end - start
     events = profiler.events()
     window = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
     return busy / 1e3, window / 1e3
