@@ -137,6 +137,7 @@ def check_config(cfg):
         (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
         (1 <= a["micro_batch_size"] <= a["mini_batch_size"], "need 1 <= algo.micro_batch_size <= algo.mini_batch_size"),
         (a["logits_chunk"] >= 1, "algo.logits_chunk must be >= 1"),
+        (a["micro_batch_tokens"] >= 0, "algo.micro_batch_tokens must be >= 0 (0 = no limit)"),
         (r["temperature"] > 0 and e["temperature"] >= 0,
          "rollout.temperature must be > 0 and eval.temperature >= 0 (0 = greedy)"),
         (0 <= r["min_new_tokens"] <= r["max_new_tokens"], "need 0 <= rollout.min_new_tokens <= rollout.max_new_tokens"),

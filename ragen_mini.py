@@ -136,12 +136,23 @@ def token_values(critic, input_ids, response_mask):
     return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
 
 
-def micro_batches(batch, indices, size):
-    """Slices of the batch trimmed to their longest row (a crop, thanks to right padding): rows, (b, t) ids, (b, t-1) mask"""
-    for start in range(0, len(indices), size):
-        rows = indices[start:start + size]
-        width = int(batch.attention_mask[rows].sum(-1).max())
-        yield rows, batch.input_ids[rows, :width], batch.response_mask[rows, :width - 1]
+def micro_batches(batch, indices, size, max_tokens):
+    """Consecutive slices of `indices`, each trimmed to its longest row (a crop, thanks to right padding):
+    -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than `size` and, with
+    max_tokens > 0, while rows x width, what its activations scale with, stays within max_tokens: long
+    contexts get fewer rows, and memory stays bounded (algo.micro_batch_tokens). A longer row goes alone.
+    Rows of 1000, 900, 1200 and 800 tokens with size 4 and max_tokens 2500: [1000, 900], then [1200, 800]."""
+    lengths = batch.attention_mask[indices].sum(-1).tolist()  # one host transfer for all slices
+    slices, start = [], 0
+    while start < len(indices):
+        end, width = start + 1, lengths[start]
+        while end < len(indices) and end - start < size and (
+                max_tokens == 0 or (end - start + 1) * max(width, lengths[end]) <= max_tokens):
+            width, end = max(width, lengths[end]), end + 1
+        rows = indices[start:end]
+        slices.append((rows, batch.input_ids[rows, :width], batch.response_mask[rows, :width - 1]))
+        start = end
+    return slices
 
 
 def autocast(device):
@@ -155,7 +166,7 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     B, width = batch.response_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
     temperature, chunk = cfg.rollout.temperature, cfg.algo.logits_chunk
-    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size):
+    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens):
         crop = slice(0, mask.shape[1])
         with autocast(device):
             batch.old_logp[rows, crop] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
@@ -213,15 +224,15 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
             num_tokens = batch.response_mask[mini].sum().clamp(min=1)  # the loss normaliser of every micro-batch
-            micro_count = -(-len(mini) // cfg.algo.micro_batch_size)
+            micro = micro_batches(batch, mini, cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens)
 
             def normaliser(mask):  # token-mean: of the mini-batch; micro-batch-mean: the paper's code (§9.3)
-                return num_tokens if cfg.algo.loss_agg == "token-mean" else mask.sum().clamp(min=1) * micro_count
+                return num_tokens if cfg.algo.loss_agg == "token-mean" else mask.sum().clamp(min=1) * len(micro)
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
             actor_opt.zero_grad(set_to_none=True)
-            for rows, ids, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+            for rows, ids, mask in micro:
                 with autocast(device):
                     logp, entropy = token_logprobs(actor, ids, mask, cfg.rollout.temperature, True,
                                                    cfg.algo.logits_chunk)
@@ -241,7 +252,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 continue
             critic_opt.zero_grad(set_to_none=True)
             step_loss = 0.0
-            for rows, ids, mask in micro_batches(batch, mini, cfg.algo.micro_batch_size):
+            for rows, ids, mask in micro:
                 with autocast(device):
                     values = token_values(critic, ids, mask)
                 loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask), crop(batch.returns, rows, mask),
@@ -300,7 +311,8 @@ def format_warmup(actor, chat, cfg, device):
         num_tokens = batch.response_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for _, ids, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size):
+        for _, ids, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size,
+                                           cfg.algo.micro_batch_tokens):
             with autocast(device):
                 logp, _ = token_logprobs(actor, ids, mask, 1.0, False, cfg.algo.logits_chunk)
             loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean

@@ -29,6 +29,7 @@ profile = "--profile" in sys.argv
 overrides = ["run_dir=", "env.name=frozenlake", "env.max_turns=10", "env.max_actions_per_turn=1",
              "rollout.max_context=1280", "rollout.groups=128", "rollout.cache=static", f"warmup.steps={WARMUP_STEPS}",
              "warmup.batch_size=64", "warmup.env_text=true", "algo.mini_batch_size=64", "algo.micro_batch_size=64",
+             "algo.micro_batch_tokens=0",
              *[a for a in sys.argv[1:] if a != "--profile"]]
 cfg = namespace(load_config(os.path.join(ROOT, "configs", "tiny.yaml"), overrides))
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

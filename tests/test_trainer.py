@@ -773,18 +773,56 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)
     _, batch = real_batch(tok, actor, ns(*base, "algo.micro_batch_size=8"), critic)
     assert len(set(batch.response_mask.sum(-1).tolist())) > 2
+    # a token budget that slices the 8 rows unevenly (their lengths are close: 404 to 410 tokens)
+    width, order = int(batch.attention_mask.sum(-1).max()), torch.randperm(8, generator=torch.Generator().manual_seed(0))
+    budget = next(b for b in range(width, 4 * width)  # the update's own order of rows, below
+                  if len({len(rows) for rows, _, _ in ragen_mini.micro_batches(batch, order, 8, b)}) > 1)
     steps = {}
-    for micro in (8, 3, 1):
+    for micro, tokens in ((8, 0), (3, 0), (1, 0), (8, budget)):
         a, c = copy.deepcopy(actor), copy.deepcopy(critic)
         before = [p.detach().clone() for p in [*a.parameters(), *c.parameters()]]
         # plain SGD with lr 1: the weight change IS the (unclipped) accumulated gradient
         ragen_mini.update(copy.deepcopy(batch), a, c, torch.optim.SGD(a.parameters(), lr=1.0),
-                          torch.optim.SGD(c.parameters(), lr=1.0), ns(*base, f"algo.micro_batch_size={micro}"), CPU,
+                          torch.optim.SGD(c.parameters(), lr=1.0),
+                          ns(*base, f"algo.micro_batch_size={micro}", f"algo.micro_batch_tokens={tokens}"), CPU,
                           torch.Generator().manual_seed(0))
-        steps[micro] = torch.cat([(p.detach() - b).flatten() for p, b in zip([*a.parameters(), *c.parameters()], before)])
-    assert steps[8].norm() > 0
-    for micro in (3, 1):
-        assert (steps[micro] - steps[8]).norm() / steps[8].norm() < 1e-4, micro
+        steps[micro, tokens] = torch.cat([(p.detach() - b).flatten()
+                                          for p, b in zip([*a.parameters(), *c.parameters()], before)])
+    assert steps[8, 0].norm() > 0
+    for key in ((3, 0), (1, 0), (8, budget)):
+        assert (steps[key] - steps[8, 0]).norm() / steps[8, 0].norm() < 1e-4, key
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
+    """micro_batches against its definition, checked slice by slice: consecutive rows in order, at most
+    `size` rows, rows x longest row within max_tokens unless the slice is one row, and none could take the
+    next row without breaking a limit (that makes the slicing unique). Each slice's ids and mask are the
+    batch's rows cut at the slice's longest row."""
+    rng = random.Random(seed)
+    lengths = [rng.randint(2, 40) for _ in range(rng.randint(1, 12))]
+    trajectories = [rollout.Trajectory(seed=i, group=0, ids=[rng.randint(3, 50) for _ in range(n)],
+                                       sampled=[rng.randint(0, 1) for _ in range(n)], reward=0.0)
+                    for i, n in enumerate(lengths)]
+    batch = ragen_mini.collate(trajectories, 0, CPU)
+    order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(seed))
+    size, max_tokens = rng.randint(1, 5), rng.choice([0, rng.randint(10, 120)])
+    slices = ragen_mini.micro_batches(batch, order, size, max_tokens)
+
+    def fits(rows):
+        width = max(lengths[r] for r in rows)
+        return len(rows) <= size and (max_tokens == 0 or len(rows) * width <= max_tokens)
+    assert [r for rows, _, _ in slices for r in rows.tolist()] == order.tolist()
+    start = 0
+    for rows, ids, mask in slices:
+        rows = rows.tolist()
+        assert fits(rows) or len(rows) == 1
+        end = start + len(rows)
+        assert end == len(order) or not fits(order[start:end + 1].tolist())
+        width = max(lengths[r] for r in rows)
+        assert torch.equal(ids, batch.input_ids[rows, :width])
+        assert torch.equal(mask, batch.response_mask[rows, :width - 1])
+        start = end
 
 
 def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
