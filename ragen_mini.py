@@ -602,9 +602,9 @@ def main(argv=None):
     except OSError as error:  # a file the run could not write: a full disk, a folder it may not write
         raise SystemExit(describe_os_error(error)) from None
     except torch.OutOfMemoryError:
-        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size or algo.logits_chunk, set "
-                         "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / rollout.groups "
-                         "(README: the settings for a 24 GB card).") from None
+        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size (8 fits a 40 GB card), "
+                         "algo.micro_batch_tokens or algo.logits_chunk, set model.gradient_checkpointing=true, or lower "
+                         "rollout.max_new_tokens / rollout.groups (README: the settings for 40 GB and 24 GB cards).") from None
 
 
 if __name__ == "__main__":
