@@ -90,9 +90,9 @@ def collate(trajectories, pad_id, device, train_from=None):
 def hidden_states(backbone, input_ids):
     """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its
     last token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
-    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3). With a mask, the attention took
-    a third of scoring's and the update's GPU time (docs/performance.md, set 21). No KV cache (models.compile_layers:
-    one indexed by layer would make each compiled layer its own graph)."""
+    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
+    causal kernel (docs/performance.md, set 21). No KV cache: one indexed by layer would make each compiled layer its
+    own graph (models.compile_layers)."""
     return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
