@@ -70,7 +70,7 @@ class Batch:
 
 def collate(trajectories, pad_id, device, train_from=None):
     """Right-pad the kept trajectories into a Batch, filled in numpy (as rollout.left_pad; a torch.tensor per
-    row took 6x longer). train_from=k (the paper's code, algo.train_tokens=after_system, docs/paper.md §9.1):
+    row is about 6x slower). train_from=k (the paper's code, algo.train_tokens=after_system, docs/paper.md §9.1):
     the losses cover every token from index k on, not only the sampled ones."""
     lengths = np.array([len(t.ids) for t in trajectories])  # (B,)
     input_ids = np.full((len(trajectories), lengths.max()), pad_id, dtype=np.int64)  # (B, T)
