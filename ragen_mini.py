@@ -13,7 +13,7 @@ One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
   4. ADVANTAGE GAE over the whole conversation (PPO) or group-normalised (GRPO). -> compute_advantages()
   5. UPDATE    clipped policy loss + value loss over mini-batches.             -> update()
 The algorithms live in starpo.py, the environments in envs.py; this file is the trainer around them.
-config.py reads and checks the config, models.py loads the LLM and builds the critic, rollout.py plays
+config.py reads and checks the config, models.py loads the LLM and builds the critic and the sampler, rollout.py plays
 the multi-turn conversations, fast_decode.py is the GPU fast path of the rollout, tiny.py the in-process
 model, plots.py the plots, bookkeeping.py the metrics, evaluation, checkpoints, run folder and resume.
 """
@@ -42,8 +42,8 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable,
                          evaluate, group_reward_std, load_state, new_run_dir, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint)
 from config import ConfigError, load_config, namespace
-from fast_decode import StaticDecoder, use_static_decoder
-from models import Critic, bf16_sampler, build_critic, compile_layers, copy_weights, load_models
+from fast_decode import StaticDecoder
+from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
 from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_policy
 
 
@@ -457,19 +457,6 @@ def setup(cfg_dict, resume_dir):
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"), decoder)})
     return run
-
-
-def train_device(cfg):
-    return torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
-
-
-def sampler_and_decoder(actor, chat, cfg, device):
-    """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its static decoder
-    (rollout.cache=static, or auto on a GPU for a Llama or Qwen2 model; else None: transformers' generate)."""
-    sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    if not use_static_decoder(sampler, cfg, device):
-        return sampler, None
-    return sampler, StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id)
 
 
 def restore(run, state):

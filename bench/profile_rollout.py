@@ -13,7 +13,6 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import models  # noqa: E402
-import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
@@ -23,7 +22,7 @@ device = torch.device("cuda")
 torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler, decoder = ragen_mini.sampler_and_decoder(actor, chat, cfg, device)  # as the trainer samples
+sampler, decoder = models.sampler_and_decoder(actor, chat, cfg, device)  # as the trainer samples
 prefill_s = 0.0
 if decoder is not None:  # time each prefill, waiting for the GPU before and after it
     feed = decoder.feed

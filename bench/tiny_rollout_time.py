@@ -39,7 +39,7 @@ chat = rollout.chat_format(tokenizer, actor.generation_config)
 start = time.perf_counter()
 warmup_loss = ragen_mini.format_warmup(actor, chat, cfg, device)
 print(f"format warm-up: {cfg.warmup.steps} steps in {time.perf_counter() - start:.0f} s, final loss {warmup_loss:.3f}")
-sampler, decoder = ragen_mini.sampler_and_decoder(actor, chat, cfg, device)
+sampler, decoder = models.sampler_and_decoder(actor, chat, cfg, device)
 sampler.eval()
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)

@@ -19,7 +19,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import fast_decode  # noqa: E402
-import ragen_mini  # noqa: E402
+import models  # noqa: E402
 import rollout  # noqa: E402
 from test_trainer import chat_of, ns, sharpened, tok_actor  # noqa: E402,F401
 
@@ -184,10 +184,10 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
     assert "gpt2" in fast_decode.unsupported(model)
     with pytest.raises(SystemExit, match="rollout.cache=static.*use auto or dynamic"):
-        ragen_mini.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=static"), torch.device("cpu"))
+        models.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=static"), torch.device("cpu"))
     with pytest.raises(ValueError, match="rollout.cache=dynamic"):
         fast_decode.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
-    assert ragen_mini.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=dynamic"), torch.device("cpu")) == (model, None)
+    assert models.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=dynamic"), torch.device("cpu")) == (model, None)
     assert not fast_decode.use_static_decoder(model, ns("rollout.cache=auto"), torch.device("cuda"))
     assert "gpt2" in capsys.readouterr().out
 

@@ -1389,7 +1389,7 @@ def test_bf16_sampler_keeps_float32_rope_and_the_actor(tok_actor):
     """The sampler's weights are bf16, its RoPE frequencies stay float32 (bf16 would shift every
     position's angle), and the float32 actor it was copied from is left as it was."""
     _, actor = tok_actor
-    sampler = ragen_mini.bf16_sampler(actor)
+    sampler = models.bf16_sampler(actor)
     assert all(p.dtype == torch.bfloat16 for p in sampler.parameters())
     assert all(p.dtype == torch.float32 for p in actor.parameters())
     rope = {name: b for name, b in sampler.named_buffers() if name.endswith("inv_freq")}
