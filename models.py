@@ -172,6 +172,7 @@ def bf16_sampler(actor):
 
 
 def train_device(cfg):
+    """train.device: cuda, cpu, or auto (the GPU when there is one)."""
     return torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
 
 
