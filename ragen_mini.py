@@ -33,6 +33,7 @@ import torch
 import transformers
 import yaml
 from tqdm import tqdm
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AutoModelForCausalLM
 
 import plots
@@ -88,12 +89,14 @@ def collate(trajectories, pad_id, device, train_from=None):
 
 
 def hidden_states(backbone, input_ids):
-    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its
-    last token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
+    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its last
+    token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
     positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
-    causal kernel (docs/performance.md, set 21). No KV cache: one indexed by layer would make each compiled layer its
-    own graph (models.compile_layers)."""
-    return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
+    causal kernel. No KV cache: one indexed by layer would make each compiled layer its own graph
+    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host (0.14 s forward and
+    backward), and micro-batch widths keep changing (docs/performance.md, sets 21 and 23)."""
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
 def token_logprobs(actor, input_ids, response_mask, temperature, with_entropy, chunk):
@@ -262,9 +265,8 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             logged.setdefault("train/value_loss", []).append(step_loss)
             logged.setdefault("train/critic_grad_norm", []).append(clipped_step(critic, critic_opt, cfg, "critic", logged))
     metrics = {key: float(sum(values)) / len(values) for key, values in logged.items()}
-    for key in ("train/actor_skipped_updates", "train/critic_skipped_updates"):
-        if key in logged:
-            metrics[key] = float(sum(logged[key]))
+    skipped = [key for key in ("train/actor_skipped_updates", "train/critic_skipped_updates") if key in logged]
+    metrics.update({key: float(sum(logged[key])) for key in skipped})  # counts, not means
     if critic is not None:
         metrics["train/explained_variance"] = float(starpo.explained_variance(batch.returns, batch.values, batch.response_mask))
     return metrics
