@@ -23,11 +23,14 @@ KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s
 
 
 def bench(folder, k, overrides):
-    """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k."""
+    """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k. Each checkout compiles into an
+    inductor cache of its own, next to it: a graph cached by one checkout could otherwise serve the other,
+    since the cache's key does not cover everything a graph depends on (the attention backend, for one)."""
     command = [sys.executable, "ragen_mini.py", "--bench", str(k), *overrides]
     print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
     lines = []
-    with subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, text=True) as process:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.path.abspath(folder), ".inductor-cache")}
+    with subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, text=True, env=env) as process:
         for line in process.stdout:
             if line.startswith("{"):
                 print(line.strip(), flush=True)
