@@ -19,6 +19,7 @@ model, plots.py the plots, bookkeeping.py the metrics, evaluation, checkpoints, 
 """
 import argparse
 import copy
+import gc
 import json
 import os
 import random
@@ -368,10 +369,12 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
                               cfg, run.device, run.generator))
         copy_weights(run.actor, run.sampler)
         metrics["perf/update_s"] = clock.lap()
-
+        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
+            gc.freeze()             # full passes, up to 0.9 s each on a GPU (docs/performance.md, set 23)
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
+    gc.unfreeze()  # what the run leaves behind may be collected again
     if not bench:
         print(run_summary(run.run_dir, time.time() - run.started))
     return run.run_dir
@@ -440,11 +443,9 @@ def setup(cfg_dict, resume_dir):
     if cfg.model.compile and device.type == "cuda":  # after every copy; the sampler decodes with its own
         compile_layers(actor.base_model, critic and critic.backbone, reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
-    optimizers = {"actor": torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr,
-                                             weight_decay=cfg.algo.weight_decay, fused=fused)}
-    if critic is not None:
-        optimizers["critic"] = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr,
-                                                 weight_decay=cfg.algo.weight_decay, fused=fused)
+    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay, fused=fused)
+                  for name, model, lr in (("actor", actor, cfg.algo.actor_lr), ("critic", critic, cfg.algo.critic_lr))
+                  if model is not None}
     run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=chat, actor=actor, sampler=sampler, critic=critic,
               reference=reference, optimizers=optimizers, seed_rng=np.random.default_rng(cfg.seed),
               generator=torch.Generator().manual_seed(cfg.seed), decoder=decoder, start=1)
@@ -517,9 +518,8 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     if (cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last)) or interrupted:
         save_checkpoint(run, iteration)
     run.last_eval = metrics.get("eval/success", run.last_eval)
-    progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}",
-                         eval_success="-" if run.last_eval is None else f"{run.last_eval:.2f}",
-                         entropy=f"{metrics['train/entropy']:.2f}")
+    progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}", entropy=f"{metrics['train/entropy']:.2f}",
+                         eval_success="-" if run.last_eval is None else f"{run.last_eval:.2f}")
     return last and iteration < cfg.train.iterations  # time limit or Ctrl-C (the bar ends by itself otherwise)
 
 
