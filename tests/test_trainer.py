@@ -5,6 +5,7 @@ actions, a plain forward pass of one unpadded sequence, a Python loop for GAE, h
 never from the trainer's own output. Tests that train whole runs are marked slow.
 """
 import copy
+import gc
 import json
 import math
 import os
@@ -961,6 +962,23 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
         assert len({s for s in seeds}) == P
         assert [(t.seed, t.group) for t in trajectories] == list(zip(seeds, groups))
         assert line["rollout/reward_mean"] == pytest.approx(np.mean([t.reward for t in trajectories]))
+
+
+def test_the_cycle_collector_is_frozen_once_after_the_first_iteration_and_thawed_at_the_end(tmp_path, monkeypatch):
+    """train() freezes what exists after its first iteration (the models, compiled code) out of Python's full
+    collections, once, before that iteration's metrics are written, and unfreezes it when it returns: a caller that
+    trains twice in one process (a notebook, a test) must not keep the first run's cyclic garbage for good."""
+    freezes, real_freeze = [], gc.freeze
+
+    def recording_freeze():
+        freezes.append(len(read_lines(tmp_path / "run")) if (tmp_path / "run" / "metrics.jsonl").exists() else 0)
+        real_freeze()
+
+    monkeypatch.setattr(gc, "freeze", recording_freeze)
+    run_dir = run_main(tmp_path, *BANDIT, "train.iterations=3", "eval.every=0", "checkpoint.every=0")
+    assert [line["iteration"] for line in read_lines(run_dir)] == [1, 2, 3]
+    assert freezes == [0]  # one freeze, during iteration 1 (no line written yet; eval.every=0 writes no line 0)
+    assert gc.get_freeze_count() == 0
 
 
 # ================================================================================================
