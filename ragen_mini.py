@@ -370,7 +370,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         copy_weights(run.actor, run.sampler)
         metrics["perf/update_s"] = clock.lap()
         if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
-            gc.freeze()             # full passes, up to 0.9 s each on a GPU (docs/performance.md, set 23)
+            gc.freeze()             # full passes: 0.9 s over a GPU run's 884,000 objects (docs/performance.md, set 23)
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
