@@ -170,13 +170,13 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
     temperature, chunk = cfg.rollout.temperature, cfg.algo.logits_chunk
     for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens):
-        crop = slice(0, mask.shape[1])
+        cols = slice(0, mask.shape[1])
         with autocast(device):
-            batch.old_logp[rows, crop] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
+            batch.old_logp[rows, cols] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
             if critic is not None:
-                batch.values[rows, crop] = token_values(critic, ids, gae_steps(mask, cfg))
+                batch.values[rows, cols] = token_values(critic, ids, gae_steps(mask, cfg))
             if reference is not None:
-                batch.ref_logp[rows, crop] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
+                batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
 
 
 # ======================================================================================================
