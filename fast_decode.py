@@ -16,8 +16,13 @@ import torch.nn.functional as F
 
 from rollout import left_pad
 
-WINDOW_STEP = 256  # decoding windows are rounded up to this many slots: few distinct shapes to capture
+WINDOW_STEP = 256  # decoding and prefill windows are rounded up to this many slots: few distinct shapes
+PREFILL_STEP = 32  # prefill widths are rounded up to this many tokens (StaticDecoder.feed says why)
 CHECK_EVERY = 8    # tokens between two checks whether every row has stopped (each check waits for the GPU)
+
+
+def rounded_up(n, step):
+    return -(-n // step) * step
 
 
 def unsupported(model):
@@ -303,7 +308,7 @@ class StaticDecoder:
             new = [[] for _ in range(self.batch_size)]  # rows without a context feed nothing, decode junk
             for context, row in zip(contexts, rows):
                 new[row] = context[len(self.held[row]):]
-            if self.next_slot + max(map(len, new)) + self.cfg.rollout.max_new_tokens <= self.slots:
+            if self.next_slot + self.width(new) + self.cfg.rollout.max_new_tokens <= self.slots:
                 return rows, new
         # Afresh from slot 0. The spare rows copy the first context (any tokens would do: they count as
         # stopped from the start, and what they emit is dropped).
@@ -311,18 +316,29 @@ class StaticDecoder:
         self.next_slot, self.held = 0, [[] for _ in range(self.batch_size)]
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))
 
+    def width(self, new):
+        """The prefill's width: the longest row of new tokens rounded up to PREFILL_STEP, while a reply still fits."""
+        longest = max(map(len, new))
+        return max(longest, min(rounded_up(longest, PREFILL_STEP), self.slots - self.cfg.rollout.max_new_tokens))
+
     def feed(self, new):
         """Prefill: the new tokens of every row, left-padded into one block of slots after the used ones,
         in one forward pass (compiled on a GPU for any width). -> the logits after each row's last
-        token (B, V), that token's position (B, 1), and the slot where the reply starts."""
+        token (B, V), that token's position (B, 1), and the slot where the reply starts.
+
+        Its shapes are rounded up, the width to PREFILL_STEP tokens and the window to WINDOW_STEP slots (the
+        extra columns are padding, the extra slots are hidden): on a GPU PyTorch runs this masked attention
+        with cuDNN, which plans every new shape on the host, about 0.1 s, where rounded shapes repeat from
+        turn to turn and iteration to iteration and reuse their plans (docs/performance.md, set 24)."""
         model, start, device = self.model, self.next_slot, self.model.device
-        ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id))  # (B, W)
-        width = ids.shape[1]
+        width = self.width(new)
+        ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id, width))  # (B, W)
         self.mask[:, start:start + width] = block_mask
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]  # (B, 1) real tokens so far
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
         slots = torch.arange(start, start + width, device=device)  # (W,)
-        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, start + width,
+        window = min(self.slots, rounded_up(start + width, WINDOW_STEP))
+        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, window,
                          self.prefill_layer)
         return logits.float(), positions[:, -1:], start + width
 
@@ -331,7 +347,7 @@ class StaticDecoder:
         pad_id after a row's stop token, and in every row not in `rows` (no conversation this turn); the
         first `fed` = steps - 1 tokens of every row went into the cache (the last one needs no step)."""
         cfg = self.cfg.rollout
-        window = min(self.slots, -(-(start + cfg.max_new_tokens) // WINDOW_STEP) * WINDOW_STEP)  # the turn's slots
+        window = min(self.slots, rounded_up(start + cfg.max_new_tokens, WINDOW_STEP))  # the turn's slots
         greedy = temperature == 0
         if not greedy:
             self.temperature.fill_(temperature)
@@ -390,7 +406,7 @@ class StaticDecoder:
     def remember(self, rows, new, out, fed):
         """Book what the cache now holds: each row's new tokens and the part of its reply that was fed
         (up to its stop token); the padding a stopped row fed after it is masked out."""
-        start = self.next_slot + max(map(len, new))
+        start = self.next_slot + self.width(new)
         replies = out[:, :fed].tolist()
         kept = []
         for row, reply in enumerate(replies):

@@ -260,15 +260,15 @@ def clean_reply(text, max_actions, think, chat):
     return chat.tokenizer(body, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id]
 
 
-def left_pad(contexts, pad_id):
+def left_pad(contexts, pad_id, width=None):
     """Token-id lists -> input_ids, attention_mask: (B, W) long tensors, left-padded so that every row's
-    next token is at column W. Filled in numpy: a torch.tensor per row is several times slower, once per
-    turn for every context of the batch.
+    next token is at column W, with W = `width` or the longest context. Filled in numpy: a torch.tensor
+    per row is several times slower, once per turn for every context of the batch.
 
         left_pad([[5, 6, 7], [8]], pad_id=0) -> [[5, 6, 7], [0, 0, 8]], mask [[1, 1, 1], [0, 0, 1]]
     """
     lengths = np.array([len(context) for context in contexts])  # (B,)
-    width = int(lengths.max())
+    width = width or int(lengths.max())
     input_ids = np.full((len(contexts), width), pad_id, dtype=np.int64)  # (B, W)
     for row, context in zip(input_ids, contexts):
         row[width - len(context):] = context

@@ -25,12 +25,12 @@ from test_trainer import chat_of, ns, sharpened, tok_actor  # noqa: E402,F401
 
 
 def prefills(monkeypatch):
-    """Records (first slot, width) of every fast_decode.forward that feeds more than one token per row."""
+    """Records (first slot, width, window) of every fast_decode.forward that feeds more than one token per row."""
     seen, real = [], fast_decode.forward
 
     def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
         if ids.shape[1] > 1:
-            seen.append((int(slots[0]), ids.shape[1]))
+            seen.append((int(slots[0]), ids.shape[1], window))
         return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
 
     monkeypatch.setattr(fast_decode, "forward", recording)
@@ -80,16 +80,20 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     replies = [len(r) for t in expected for r in replies_of(t)]
     assert min(replies) < 12 and max(replies) == 12  # some replies stopped early, some ran to the limit
     # the first turn feeds the whole prompts from slot 0; a continuing turn feeds a block after the used
-    # slots, only as wide as the longest new part (env reply + the last reply token not yet fed)
+    # slots, only as wide as the longest new part (env reply + the last reply token not yet fed), rounded up
     assert seen[0][0] == 0
     first_prompt = min(t.sampled.index(1) for t in expected)
-    continued = [(start, width) for start, width in seen[1:] if start > 0]
+    continued = [(start, width) for start, width, _ in seen[1:] if start > 0]
     assert continued and all(width < first_prompt for _, width in continued)
     if max_context == 1024:
         assert turns == [5] * 10 and len(continued) == 4  # every turn after the first continued the cache
     else:
         assert len(set(turns)) > 1  # trajectories ended at different turns
-        assert any(start == 0 for start, _ in seen[1:])  # and the cache started afresh at least once
+        assert any(start == 0 for start, _, _ in seen[1:])  # and the cache started afresh at least once
+    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of 256 slots
+    # (or all the slots), each window holding its block
+    assert all(width % 32 == 0 or width == max_context - 12 for _, width, _ in seen)
+    assert all((window % 256 == 0 or window == max_context) and window >= start + width for start, width, window in seen)
 
 
 def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
