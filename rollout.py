@@ -164,6 +164,10 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
         ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
         return [ids[text] for text in texts]
 
+    def decode(responses):  # the same for the sampled answers, which often repeat within a group
+        texts = {key: tokenizer.decode(list(key), skip_special_tokens=True) for key in dict.fromkeys(map(tuple, responses))}
+        return [texts[tuple(response)] for response in responses]
+
     trajectories, envs, started_envs, prompts = [], [], {}, []
     for seed, group in zip(seeds, group_ids):
         if seed not in started_envs:  # a group's N rollouts share the seed: one puzzle and prompt, N copies
@@ -187,9 +191,9 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
         if not live:
             break
         thinks, replies = [], []  # per live trajectory; (index, env reply) for those that go on
-        for i, response in zip(live, policy([trajectories[i].ids for i in live])):
+        responses = policy([trajectories[i].ids for i in live])
+        for i, response, answer in zip(live, responses, decode(responses)):
             t, env = trajectories[i], envs[i]
-            answer = tokenizer.decode(response, skip_special_tokens=True)
             text = prefix + answer
             if cfg.rollout.delete_special_strings:  # the paper's code's parser (docs/paper.md §9.6)
                 text = without_special_strings(text, cfg.rollout.think)

@@ -413,6 +413,23 @@ def test_rollout_masks_ids_and_rewards_random_policy(tok_actor, env_name):
     assert all(turn.format_ok for t in trajectories for turn in t.turns)
 
 
+def test_rollout_decodes_each_distinct_reply_once_per_turn(tok_actor, monkeypatch):
+    """The N samples of a group often give the same reply: a turn decodes each distinct reply once, and every
+    trajectory still plays its own. Six rows answer Up, Left, Up, Left, ... for two turns."""
+    tok, _ = tok_actor
+    chat = chat_of(tok)
+    cfg = ns("env.name=sokoban", "env.max_turns=2")
+    up, left = (tok(f"</think><answer>{a}</answer>", add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id]
+                for a in ("Up", "Left"))
+    decoded, decode = [], tok.decode
+    monkeypatch.setattr(tok, "decode", lambda ids, **kwargs: decoded.append(list(ids)) or decode(ids, **kwargs))
+    trajectories = rollout.play_episodes(lambda contexts: [[up, left][i % 2] for i in range(len(contexts))], chat, cfg,
+                                         [4] * 6, [0] * 6)
+    assert [len(t.turns) for t in trajectories] == [2] * 6
+    assert decoded == [[chat.end_of_turn_id], up, left, up, left]  # the end-of-turn text, then per turn the two replies
+    assert [[turn.actions for turn in t.turns] for t in trajectories] == [[["Up"], ["Up"]], [["Left"], ["Left"]]] * 3
+
+
 def test_rollout_masks_with_llm_policy(tok_actor):
     tok, actor = tok_actor
     cfg = ns("env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8")
