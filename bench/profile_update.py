@@ -1,6 +1,7 @@
 """Where does the time of scoring (step 3) and the update (step 5) go on a GPU? Builds a batch of the benchmark's
 shape, runs scoring, advantages and update on it `--repeats` times (the first compiles), profiles the last
-with torch.profiler, and prints the kernels that take the most GPU time and how busy the GPU was.
+with torch.profiler, and prints the kernels that take the most GPU time, the operations that take the most host
+time, and how busy the GPU was.
 
     python bench/profile_update.py [section.key=value ...]                # the batch of a real rollout
     python bench/profile_update.py --synthetic bench --repeats 5          # random tokens of the same shape
@@ -116,5 +117,6 @@ for repeat in range(args.repeats):
           f"advantages {advantaged - scored:.2f} s, update {time.perf_counter() - advantaged:.2f} s, peak reserved {torch.cuda.max_memory_reserved() / 2**30:.1f} GiB",
           flush=True)
 print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
+print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=70))  # the host's
 busy, window = gpu_busy(profiler)
 print(f"the GPU ran kernels {busy:.0f} ms of the profiled {window:.0f} ms")
