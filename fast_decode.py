@@ -292,8 +292,9 @@ class StaticDecoder:
         most max_new_tokens, fewer when every row stopped sooner.
         reuse=True: these contexts may continue those of the previous call (same weights since)."""
         rows, new = self.place(contexts, reuse)
-        out, fed = self.decode(*self.feed(new), temperature, rows)
-        self.remember(rows, new, out, fed)
+        logits, position, start = self.feed(new)
+        out, fed = self.decode(logits, position, start, temperature, rows)
+        self.remember(rows, new, out, fed, start)
         return out[torch.tensor(rows, device=out.device)]
 
     def place(self, contexts, reuse):
@@ -403,10 +404,9 @@ class StaticDecoder:
             with torch.cuda.graph(graph, pool=self.pool):  # records only: the state is not changed again
                 self.block(window, greedy, size)
 
-    def remember(self, rows, new, out, fed):
+    def remember(self, rows, new, out, fed, start):
         """Book what the cache now holds: each row's new tokens and the part of its reply that was fed
-        (up to its stop token); the padding a stopped row fed after it is masked out."""
-        start = self.next_slot + self.width(new)
+        (up to its stop token) from slot `start` on; the padding a stopped row fed after it is masked out."""
         replies = out[:, :fed].tolist()
         kept = []
         for row, reply in enumerate(replies):
