@@ -197,11 +197,10 @@ def compute_advantages(batch, cfg):
     kl = starpo.kl_estimate(batch.old_logp, batch.ref_logp, "k1") * mask if cfg.algo.kl_coef > 0 else None
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
-        # compute_gae walks the T-1 tokens in a Python loop, about ten small operations per token: on a GPU
-        # each would be a kernel launch (some 14,000 for the benchmark's trajectories), so it runs on CPU
-        # copies, the same arithmetic (docs/performance.md, set 14).
+        # compute_gae's Python loop takes about ten small operations per time step: on a GPU each would be a kernel
+        # launch, so it runs on CPU copies (docs/performance.md, set 14), over the time steps packed together.
         on_cpu = (x.cpu() for x in (token_rewards, batch.values, gae_steps(mask, cfg)))
-        advantages, returns = (x.to(mask.device) for x in starpo.compute_gae(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
+        advantages, returns = (x.to(mask.device) for x in starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:

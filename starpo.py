@@ -8,7 +8,7 @@ one token sequence. Every function here works on that flattened sequence: per-to
 prompt, observation and padding tokens (only the model's own tokens are trained, docs/paper.md §7.7).
 
 Paper idea                                                   -> function
-StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
+StarPO, PPO variant: critic + token-level GAE                -> compute_gae(_packed), value_loss
 StarPO, GRPO variant: reward normalised within a seed's group -> compute_grpo_advantages
 PPO clipped surrogate for the policy                         -> policy_loss
 StarPO-S clip-higher / decoupled clipping (DAPO), Finding 5  -> policy_loss(clip_low, clip_high)
@@ -112,6 +112,29 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     returns = torch.where(is_response, advantages + values, 0)
     return advantages, returns
     # END SOLUTION
+
+
+def compute_gae_packed(token_rewards, values, response_mask, gamma, lam):
+    """compute_gae with each row's time steps moved to the left first: the same numbers, but its loop runs
+    over the most steps a row has instead of over all T tokens. compute_gae passes over the positions
+    between steps, so removing them changes nothing. A tiny-model Sokoban trajectory samples about 60 of
+    its 870 tokens, and its batch goes from 870 loop rounds to about 90.
+
+        mask  [[1, 0, 0, 1, 1]] -> step positions [[0, 3, 4]]: compute_gae on the (B, 3) gathered
+        rewards and values, and the results are written back to columns 0, 3 and 4 (0 elsewhere).
+    >>> args = torch.tensor([[0., 0., 0., 1.]]), torch.tensor([[.5, .6, 9., .8]]), torch.tensor([[1., 1., 0., 1.]])
+    >>> compute_gae_packed(*args, gamma=1.0, lam=1.0)[0]  # compute_gae's worked example
+    tensor([[0.5000, 0.4000, 0.0000, 0.2000]])
+    """
+    is_step = response_mask.bool()  # (B, T)
+    most = int(is_step.sum(1).max()) if is_step.numel() else 0  # S
+    # a stable sort of "is not a step" puts each row's step positions first, in their order
+    where = torch.argsort((~is_step).to(torch.uint8), dim=1, stable=True)[:, :most]  # (B, S)
+    advantages, returns = compute_gae(token_rewards.gather(1, where), values.gather(1, where),
+                                      is_step.gather(1, where), gamma, lam)  # (B, S) each, 0 past a row's steps
+    # every row's positions are distinct, so each column is written once
+    return (torch.zeros_like(token_rewards).scatter(1, where, advantages),
+            torch.zeros_like(token_rewards).scatter(1, where, returns))
 
 
 def gae_steps(response_mask):
