@@ -8,7 +8,7 @@ one token sequence. Every function here works on that flattened sequence: per-to
 prompt, observation and padding tokens (only the model's own tokens are trained, docs/paper.md §7.7).
 
 Paper idea                                                   -> function
-StarPO, PPO variant: critic + token-level GAE                -> compute_gae(_packed), value_loss
+StarPO, PPO variant: critic + token-level GAE                -> compute_gae (run by compute_gae_packed), value_loss
 StarPO, GRPO variant: reward normalised within a seed's group -> compute_grpo_advantages
 PPO clipped surrogate for the policy                         -> policy_loss
 StarPO-S clip-higher / decoupled clipping (DAPO), Finding 5  -> policy_loss(clip_low, clip_high)
