@@ -4,8 +4,9 @@ Whole multi-turn rollouts with greedy answers must come out token for token as t
 plays them, turn after turn re-reading the whole conversation, while the recorded forward passes show
 that later turns fed only their new tokens, and that the cache started afresh when its slots ran out.
 The decoder's own forward (fast_decode.forward) must give the logits of the model's forward for every
-Llama and Qwen2 configuration it accepts, compiled for the prefills as one graph for all layers; its
-sampler must draw tokens with their softmax probabilities.
+Llama and Qwen2 configuration it accepts, compiled for the prefills as one graph for all layers, and its
+decoding step compiled twice at most for all windows; its sampler must draw tokens with their softmax
+probabilities.
 """
 import doctest
 import functools
@@ -35,6 +36,17 @@ def prefills(monkeypatch):
 
     monkeypatch.setattr(fast_decode, "forward", recording)
     return seen
+
+
+def graph_counter():
+    """A torch.compile backend that runs each graph it is given as traced (no code generation) and keeps it in
+    `graphs`: how many times the code was compiled. -> (graphs, backend)"""
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+    return graphs, counting_backend
 
 
 def replies_of(trajectory):
@@ -274,6 +286,26 @@ def test_the_decoding_step_traces_as_one_graph(name):
     assert token.shape == (2,)
 
 
+def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache():
+    """The decoder passes each turn's window, a multiple of WINDOW_STEP up to rollout.max_context, to its compiled
+    step. torch.compile specialises on the first window, then compiles once for any window; a window that took a
+    whole cache tensor (a slice of every slot) would compile a third time, in the middle of a run (about 40 s for
+    SmolLM2, docs/performance.md, set 26). Traced with a backend that counts the graphs it is given."""
+    torch._dynamo.reset()  # what other tests compiled of the same code would count as earlier windows
+    model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    decoder = fast_decode.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    graphs, counting_backend = graph_counter()
+    step = torch.compile(functools.partial(fast_decode.decoding_step, model, decoder.fused, decoder.keys, decoder.values),
+                         fullgraph=True, backend=counting_backend)
+    zeros = torch.zeros((2, 1), dtype=torch.long)
+    with torch.no_grad():
+        for window in (8, 16, 24, 32):  # 32 = rollout.max_context: every slot the decoder may use
+            decoder.mask[:, :window] = 1
+            slot = torch.tensor([window - 1])
+            step(zeros, zeros, slot, decoder.mask, window, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
+    assert len(graphs) == 2
+
+
 def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
     """On a GPU the decoder compiles decoder_layer for the prefills, for any width: one graph must serve
     every layer (their modules differ, the code does not) and, after the first turn, every width and
@@ -281,15 +313,11 @@ def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
     the logits must be those of the uncompiled forward."""
     model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
     decoder = fast_decode.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
-    graphs = []
-
-    def counting_backend(graph_module, example_inputs):
-        graphs.append(graph_module)
-        return graph_module.forward
-
+    graphs, counting_backend = graph_counter()
     layer = torch.compile(fast_decode.decoder_layer, fullgraph=True, dynamic=True, backend=counting_backend)
     generator = torch.Generator().manual_seed(0)
-    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6)):  # a first turn, then turns that continue the cache
+    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6), (23, 9)):  # a first turn, then turns that continue the
+        # cache, the last up to its last slot
         ids = torch.randint(1, 97, (2, width), generator=generator)
         positions = torch.arange(start, start + width).expand(2, width)
         slots = torch.arange(start, start + width)
