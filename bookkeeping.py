@@ -194,6 +194,12 @@ def new_run_dir(env_name):
             continue
 
 
+def write_metrics(run_dir, metrics):
+    """One iteration's metrics (a flat dict of numbers) as one JSON line of RUN_DIR/metrics.jsonl."""
+    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps(metrics) + "\n")
+
+
 def rollout_metrics(trajectories, prefix):
     """The rollout/* (or eval/*) metrics of a list of Trajectory."""
     rewards = np.array([t.reward for t in trajectories])

@@ -42,9 +42,9 @@ import starpo
 import tiny
 from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable, describe_os_error, drop_after_checkpoint,
                          evaluate, group_reward_std, load_state, new_run_dir, report_zero_signal, rollout_metrics,
-                         run_summary, save_checkpoint)
+                         run_summary, save_checkpoint, write_metrics)
 from config import ConfigError, load_config, namespace
-from fast_decode import StaticDecoder
+from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
 from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_policy
 
@@ -54,6 +54,10 @@ from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_po
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
 # because the logits at position t predict token t+1 (docs/paper.md §7.4).
 # ======================================================================================================
+WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8 apart
+#                 (aligned rows), so a first width of the other kind would compile them again (docs/performance.md, set 26)
+
+
 @dataclass
 class Batch:
     """The kept trajectories as right-padded tensors: B rows of T tokens. Per-token quantities live on the
@@ -71,11 +75,12 @@ class Batch:
 
 
 def collate(trajectories, pad_id, device, train_from=None):
-    """Right-pad the kept trajectories into a Batch, filled in numpy (as rollout.left_pad; a torch.tensor per
-    row is about 6x slower). train_from=k (the paper's code, algo.train_tokens=after_system, docs/paper.md §9.1):
-    the losses cover every token from index k on, not only the sampled ones."""
+    """Right-pad the kept trajectories into a Batch whose width is a multiple of WIDTH_STEP, filled in numpy (as
+    rollout.left_pad; a torch.tensor per row is about 6x slower). train_from=k (the paper's code,
+    algo.train_tokens=after_system, docs/paper.md §9.1): the losses cover every token from index k on, not only
+    the sampled ones."""
     lengths = np.array([len(t.ids) for t in trajectories])  # (B,)
-    input_ids = np.full((len(trajectories), lengths.max()), pad_id, dtype=np.int64)  # (B, T)
+    input_ids = np.full((len(trajectories), rounded_up(lengths.max(), WIDTH_STEP)), pad_id, dtype=np.int64)  # (B, T)
     sampled = np.zeros(input_ids.shape, dtype=np.float32)  # (B, T)
     for i, t in enumerate(trajectories):
         input_ids[i, :len(t.ids)], sampled[i, :len(t.ids)] = t.ids, t.sampled
@@ -140,12 +145,12 @@ def token_values(critic, input_ids, response_mask):
 
 
 def micro_batches(batch, indices, size, max_tokens):
-    """Consecutive slices of `indices`, each trimmed to its longest row (a crop, thanks to right padding):
-    -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than `size` and, with
-    max_tokens > 0, while rows x width, what its activations scale with, stays within max_tokens: long
-    contexts get fewer rows, and memory stays bounded (algo.micro_batch_tokens). A longer row goes alone.
-    Rows of 1000, 900, 1200 and 800 tokens with size 4 and max_tokens 2500: [1000, 900], then [1200, 800]."""
-    lengths = batch.attention_mask[indices].sum(-1).tolist()  # one host transfer for all slices
+    """Consecutive slices of `indices`, each trimmed to its longest row rounded up to WIDTH_STEP (a crop, thanks
+    to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than
+    `size` and, with max_tokens > 0, while rows x width, what its activations scale with, stays within max_tokens:
+    long contexts get fewer rows, and memory stays bounded (algo.micro_batch_tokens). A longer row goes alone.
+    Rows of 1000, 900, 1200 and 800 tokens with size 4 and max_tokens 2500: [1000, 904], then [1200, 800]."""
+    lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]  # one host transfer
     slices, start = [], 0
     while start < len(indices):
         end, width = start + 1, lengths[start]
@@ -520,11 +525,6 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}", entropy=f"{metrics['train/entropy']:.2f}",
                          eval_success="-" if run.last_eval is None else f"{run.last_eval:.2f}")
     return last and iteration < cfg.train.iterations  # time limit or Ctrl-C (the bar ends by itself otherwise)
-
-
-def write_metrics(run_dir, metrics):
-    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
-        f.write(json.dumps(metrics) + "\n")
 
 
 def evaluate_saved_actor(run_dir, overrides):

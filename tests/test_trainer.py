@@ -814,9 +814,9 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
 @pytest.mark.parametrize("seed", range(20))
 def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     """micro_batches against its definition, checked slice by slice: consecutive rows in order, at most
-    `size` rows, rows x longest row within max_tokens unless the slice is one row, and none could take the
-    next row without breaking a limit (that makes the slicing unique). Each slice's ids and mask are the
-    batch's rows cut at the slice's longest row."""
+    `size` rows, rows x width within max_tokens unless the slice is one row, and none could take the
+    next row without breaking a limit (that makes the slicing unique). A slice's width is its longest row
+    rounded up to a multiple of 8, and its ids and mask are the batch's rows cut there."""
     rng = random.Random(seed)
     lengths = [rng.randint(2, 40) for _ in range(rng.randint(1, 12))]
     trajectories = [rollout.Trajectory(seed=i, group=0, ids=[rng.randint(3, 50) for _ in range(n)],
@@ -827,8 +827,11 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     size, max_tokens = rng.randint(1, 5), rng.choice([0, rng.randint(10, 120)])
     slices = ragen_mini.micro_batches(batch, order, size, max_tokens)
 
+    def width_of(rows):
+        return -(-max(lengths[r] for r in rows) // 8) * 8
+
     def fits(rows):
-        width = max(lengths[r] for r in rows)
+        width = width_of(rows)
         return len(rows) <= size and (max_tokens == 0 or len(rows) * width <= max_tokens)
     assert [r for rows, _, _ in slices for r in rows.tolist()] == order.tolist()
     start = 0
@@ -837,8 +840,8 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
         assert fits(rows) or len(rows) == 1
         end = start + len(rows)
         assert end == len(order) or not fits(order[start:end + 1].tolist())
-        width = max(lengths[r] for r in rows)
-        assert torch.equal(ids, batch.input_ids[rows, :width])
+        width = width_of(rows)
+        assert ids.shape[1] % 8 == 0 and torch.equal(ids, batch.input_ids[rows, :width])
         assert torch.equal(mask, batch.response_mask[rows, :width - 1])
         start = end
 
