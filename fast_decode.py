@@ -22,6 +22,7 @@ CHECK_EVERY = 8    # tokens between two checks whether every row has stopped (ea
 
 
 def rounded_up(n, step):
+    """n rounded up to a multiple of step: rounded_up(861, 8) = 864, rounded_up(864, 8) = 864."""
     return -(-n // step) * step
 
 
@@ -261,13 +262,14 @@ class StaticDecoder:
             self.fused.append(Fused(*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
         # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where it
         # would copy each written slice of one big input whole and back (docs/performance.md, set 19).
-        # One slot more than any window reads (L = max_context + 1, the last never used): a window of every
-        # slot would be a slice of the whole tensor, which torch.compile treats apart, compiling the step
-        # and the prefill layer once more in the middle of a run (docs/performance.md, set 26).
-        shape = (batch_size, config.num_key_value_heads, self.slots + 1, model.model.layers[0].self_attn.head_dim)
+        # One slot more than any window reads (the last, never used): a window of every slot would be a slice
+        # of the whole tensor, which torch.compile treats apart, compiling the step and the prefill layer once
+        # more in the middle of a run (docs/performance.md, set 26).
+        L = self.slots + 1
+        shape = (batch_size, config.num_key_value_heads, L, model.model.layers[0].self_attn.head_dim)
         self.keys = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]    # (B, G, L, d) each
         self.values = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]  # (B, G, L, d) each
-        self.mask = torch.zeros((batch_size, self.slots + 1), dtype=torch.long, device=device)  # (B, L) 1 = real token
+        self.mask = torch.zeros((batch_size, L), dtype=torch.long, device=device)  # (B, L) 1 = real token
         self.held = [None] * batch_size  # per row: the real tokens in its slots; None = not reusable
         self.next_slot = 0               # the first empty slot, the same in every row
         # What a decoding block reads and writes in place (a CUDA graph replays on fixed addresses):
