@@ -149,7 +149,7 @@ def micro_batches(batch, indices, size, max_tokens):
     to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than
     `size` and, with max_tokens > 0, while rows x width, what its activations scale with, stays within max_tokens:
     long contexts get fewer rows, and memory stays bounded (algo.micro_batch_tokens). A longer row goes alone.
-    Rows of 1000, 900, 1200 and 800 tokens with size 4 and max_tokens 2500: [1000, 904], then [1200, 800]."""
+    Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then [1200, 800]."""
     lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]  # one host transfer
     slices, start = [], 0
     while start < len(indices):
