@@ -216,7 +216,26 @@ def rollout_metrics(trajectories, prefix):
             f"{prefix}/valid_action_frac": float(np.mean([turn.format_ok for turn in turns])) if turns else 0.0,
             f"{prefix}/effective_action_frac": sum(t.num_effective for t in trajectories)
             / max(1, sum(t.num_actions for t in trajectories)),
-            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()]))}
+            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()])),
+            **thought_metrics(trajectories, turns, prefix)}
+
+
+PLACEHOLDER = "[your thoughts]"  # the format line's placeholder: a thought holding it is a copy, not a thought
+
+
+def thought_metrics(trajectories, turns, prefix):
+    """What the <think> texts say: think_tokens_median (over turns), placeholder_thoughts (the share of turns
+    whose thought copies the prompt's "[Your thoughts]") and distinct_thoughts: the share of distinct first-turn
+    thoughts across different seeds, one per seed. Different states with one thought is the Echo Trap's
+    template; distinct_response_frac, within a group, is one state's N samples."""
+    first = {}
+    for t in trajectories:
+        if t.turns:
+            first.setdefault(t.seed, t.turns[0].think)
+    return {f"{prefix}/think_tokens_median": float(np.median([turn.think_tokens for turn in turns])) if turns else 0.0,
+            f"{prefix}/placeholder_thoughts": float(np.mean([PLACEHOLDER in turn.think.lower() for turn in turns]))
+            if turns else 0.0,
+            f"{prefix}/distinct_thoughts": len(set(first.values())) / max(1, len(first))}
 
 
 def report_zero_signal(metrics, since):
@@ -266,7 +285,9 @@ def evaluate(model, chat, cfg, title, samples_path, decoder=None):
                         f"(format ok: {turn.format_ok}), reward {turn.reward:g}\n")
             f.write(f"\n```\n{chat.tokenizer.decode(t.ids)}\n```\n")
     metrics = rollout_metrics(trajectories, "eval")
-    metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac")}
+    metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac",
+                                       "eval/think_tokens", "eval/think_tokens_median", "eval/placeholder_thoughts",
+                                       "eval/distinct_thoughts")}
     if cfg.eval.k > 1:
         solved = {}
         for t in trajectories:

@@ -150,6 +150,12 @@ def check_config(cfg):
         (a["weight_decay"] >= 0, "algo.weight_decay must be >= 0"),
         (e["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
         (cfg["warmup"]["batch_size"] >= 1, "warmup.batch_size must be >= 1"),
+        (cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
+        (r["mi_groups"] >= 0, "rollout.mi_groups must be >= 0 (0 = off)"),
+        (cfg["warmup"]["thought_tokens"] >= 1 and (cfg["warmup"]["thoughts"] == "none" or cfg["warmup"]["steps"] == 0
+                                                    or cfg["warmup"]["thought_tokens"] < r["max_new_tokens"]),
+         "warmup.thought_tokens must be >= 1 and below rollout.max_new_tokens (the answer comes after the thought)"),
+        (cfg["warmup"]["thought_temperature"] > 0, "warmup.thought_temperature must be > 0"),
         (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
         (a["grad_clip"] > 0, "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),
         (min(a["actor_lr"], a["critic_lr"], cfg["warmup"]["lr"]) > 0,

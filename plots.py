@@ -5,7 +5,10 @@
 How to read them: a healthy run raises success while entropy, reward std and the in-group reward std
 come down slowly. The echo trap (paper section 4) shows as entropy and in-group reward std falling to
 ~0 BEFORE success drops, the distinct-response fraction falling towards 1/N (all N samples of a prompt
-say the same thing), and a spike of the gradient norm at the collapse.
+say the same thing), and a spike of the gradient norm at the collapse. The last three panels ask whether
+the model still reasons, and about the state: the thought's length, the share of distinct first thoughts
+across seeds, and I(prompt; thought) from the model's log-probs (README), which fall to ~0 when one
+template thought serves every state.
 """
 import json
 import os
@@ -27,6 +30,9 @@ PANELS = [  # (title, metric names drawn in that panel)
     ("tokens per trajectory", ["rollout/response_tokens", "rollout/think_tokens"]),
     ("valid-action fraction", ["rollout/valid_action_frac"]),
     ("distinct responses in a group", ["rollout/distinct_response_frac"]),
+    ("think tokens per turn, median", ["rollout/think_tokens_median"]),
+    ("distinct first thoughts across seeds", ["rollout/distinct_thoughts"]),
+    ("I(prompt; thought), nats", ["rollout/thought_mi"]),
 ]
 
 
@@ -50,7 +56,7 @@ def figure(run_dirs, labels=None):
     """One page of panels; each run is one colour, each metric of a panel one line style. The styles are
     named in the panel titles and the runs in one legend above the panels, so no legend covers data."""
     labels = labels or [os.path.basename(os.path.normpath(run_dir)) for run_dir in run_dirs]
-    fig, axes = plt.subplots(3, 3, figsize=(15, 11))
+    fig, axes = plt.subplots(3, 4, figsize=(20, 11))
     for run_index, run_dir in enumerate(run_dirs):
         rows = read_metrics(run_dir)
         for ax, (title, names) in zip(axes.flat, PANELS):

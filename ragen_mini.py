@@ -46,7 +46,8 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable,
 from config import ConfigError, load_config, namespace
 from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
-from rollout import ChatFormat, LLMPolicy, chat_format, play_episodes, random_policy
+from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thoughts_policy, play_episodes, random_policy,
+                     thought_lengths)
 
 
 # ======================================================================================================
@@ -184,6 +185,35 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
                 batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
 
 
+@torch.no_grad()
+def thought_mutual_information(actor, chat, trajectories, cfg, device):
+    """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
+    the first rollout.mi_groups groups, scored under every one of those groups' first prompts, M x M rows.
+    Nothing without rollout.think or with fewer than two groups."""
+    firsts = {}
+    for t in trajectories:
+        firsts.setdefault(t.group, t)
+    firsts = list(firsts.values())[:cfg.rollout.mi_groups]
+    if len(firsts) < 2 or not cfg.rollout.think:
+        return {}
+    prompts, thoughts = [], []
+    for t in firsts:
+        start = t.sampled.index(1)  # the first reply starts after the first prompt
+        end = start + t.sampled[start:].index(0) if 0 in t.sampled[start:] else len(t.ids)
+        prompts.append(t.ids[:start])
+        thoughts.append(t.ids[start:start + thought_lengths(t.ids[start:end], chat.tokenizer)])
+    pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
+             for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
+    batch = collate(pairs, chat.pad_id, device)
+    summed = torch.zeros(len(pairs), device=device)  # (M*M,) log p(thought j | prompt i)
+    for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg.algo.micro_batch_size,
+                                         cfg.algo.micro_batch_tokens):
+        with autocast(device):
+            logp = token_logprobs(actor, ids, mask, cfg.rollout.temperature, False, cfg.algo.logits_chunk)[0]
+        summed[rows.to(device)] = (logp * mask).sum(-1)
+    return {"rollout/thought_mi": float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
+
+
 # ======================================================================================================
 # Advantages (paper section 3.2): the trajectory's summed reward sits on its last generated token.
 # PPO: GAE over the whole multi-turn token sequence, skipping observation tokens, then whitening.
@@ -295,12 +325,18 @@ def clipped_step(model, optimizer, cfg, name, logged):
     return grad_norm
 
 
-def format_warmup(actor, chat, cfg, device):
+def format_warmup(actor, sampler, chat, cfg, device, decoder=None):
     """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
     models that cannot follow it yet: the in-process models' random weights, and small pretrained models
     that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
     random: it teaches the format, not the game, so RL starts at random-policy skill (compare eval/success
     at iteration 0 with baselines.py).
+
+    What stands inside <think> is warmup.thoughts: none, an empty thought (the teacher closes the tag at
+    once; RL starts from a model that does not reason), or own, the thoughts the model itself writes about
+    each state when asked without the format line (rollout.own_thoughts_policy). With warmup.thought_loss
+    the loss covers the thought too, so that the model learns to write, under the paper's prompt, what it
+    would think unprompted; without it only the closing tag and the answer are learned.
 
     With warmup.env_text it also learns to predict the environment's replies (the reward, the next
     grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
@@ -309,15 +345,18 @@ def format_warmup(actor, chat, cfg, device):
     rng = random.Random(cfg.seed)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
     total = torch.tensor(float("nan"))
-    for _ in tqdm(range(cfg.warmup.steps), desc="format warm-up", leave=False):
-        seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(cfg.warmup.batch_size)]
-        batch = collate(play_episodes(random_policy(chat, cfg, rng), chat, cfg, seeds, seeds), chat.pad_id, device)
+    for transcripts in tqdm(warmup_transcripts(sampler, chat, cfg, rng, decoder), total=cfg.warmup.steps, desc="format warm-up",
+                            leave=False):
+        if not cfg.warmup.thought_loss:
+            for t in transcripts:
+                t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
+        batch = collate(transcripts, chat.pad_id, device)
         if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
             batch.response_mask = batch.response_mask.cummax(dim=1).values * batch.attention_mask[:, 1:]
         num_tokens = batch.response_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for _, ids, mask in micro_batches(batch, torch.arange(len(seeds)), cfg.algo.micro_batch_size,
+        for _, ids, mask in micro_batches(batch, torch.arange(len(transcripts)), cfg.algo.micro_batch_size,
                                            cfg.algo.micro_batch_tokens):
             with autocast(device):
                 logp, _ = token_logprobs(actor, ids, mask, 1.0, False, cfg.algo.logits_chunk)
@@ -328,6 +367,45 @@ def format_warmup(actor, chat, cfg, device):
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(total)
+
+
+def warmup_transcripts(sampler, chat, cfg, rng, decoder=None):
+    """The warm-up's transcripts, one list of warmup.batch_size Trajectory per step. The random teacher plays
+    each step's as it comes; the model's own thoughts are all sampled first, in chunks of the training batch,
+    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up trains)."""
+    steps, size = cfg.warmup.steps, cfg.warmup.batch_size
+    if cfg.warmup.thoughts == "none" or not cfg.rollout.think:
+        for _ in range(steps):
+            seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(size)]
+            yield play_episodes(random_policy(chat, cfg, rng), chat, cfg, seeds, seeds)
+        return
+    seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(steps * size)]
+    chunk, transcripts = cfg.rollout.groups * cfg.rollout.group_size, []
+    for start in tqdm(range(0, len(seeds), chunk), desc="warm-up thoughts", leave=False):
+        part = seeds[start:start + chunk]
+        transcripts += play_episodes(own_thoughts_policy(sampler, chat, cfg, rng, decoder), chat, cfg, part, part)
+    for step in range(steps):
+        yield transcripts[step * size:(step + 1) * size]
+
+
+def without_thoughts(ids, sampled, tokenizer):
+    """`sampled` with each reply's thought tokens set to 0: the loss then covers only the format tokens, from
+    the closing tag on (rollout.thought_lengths finds where a reply's thought ends). -> a new list.
+
+        a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ... -> 0 0 0 0 1 1 ...
+    """
+    out, i = list(sampled), 0
+    while i < len(out):
+        if not out[i]:
+            i += 1
+            continue
+        end = i
+        while end < len(out) and out[end]:
+            end += 1
+        thought = thought_lengths(ids[i:end], tokenizer)
+        out[i:i + thought] = [0] * thought
+        i = end
+    return out
 
 
 # ======================================================================================================
@@ -357,6 +435,9 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics["rollout/group_reward_std_all"] = group_reward_std(rewards, group_ids)
         metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
         metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
+        if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
+            metrics.update(thought_mutual_information(run.actor, run.chat, trajectories, cfg, run.device))
+            metrics["perf/thought_mi_s"] = clock.lap()
 
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
         # the paper's code trains on every token after the system message and the user turn's first token (§9.1)
@@ -430,7 +511,7 @@ def setup(cfg_dict, resume_dir):
             before = evaluate(sampler, chat, cfg, "Evaluation before the format warm-up", os.path.join(run_dir, "samples.md"), decoder)
             first_metrics.update({key.replace("eval/", "pre_warmup/"): value for key, value in before.items()})
         warmup_start = time.time()
-        first_metrics["warmup/loss"] = format_warmup(actor, chat, cfg, device)
+        first_metrics["warmup/loss"] = format_warmup(actor, sampler, chat, cfg, device, decoder)
         first_metrics["perf/warmup_s"] = time.time() - warmup_start
         copy_weights(actor, sampler)
         tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {first_metrics['perf/warmup_s']:.0f} s, "

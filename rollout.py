@@ -14,6 +14,7 @@ random_policy: the format warm-up's teacher) and env_corpus, the same texts for 
 tokenizer. ragen_mini.py calls play_episodes() (training, evaluation, format warm-up) and from then on
 works on the Trajectory records it returns (token ids, which were sampled, rewards, per-turn records).
 """
+import copy
 import random
 import time
 from dataclasses import dataclass, field
@@ -41,13 +42,17 @@ def first_user_message(env):
             f"\nYou can make up to {env.max_actions} actions, separated by the action separator \" || \"\n")
 
 
-def turn_message(turn, observation, actions_left, cfg):
-    """Appended to the user message of every turn (the first one and each reward message)."""
+def format_line(cfg):
+    """The sentences of every turn message that ask for the answer format."""
     answer = "<think> [Your thoughts] </think> <answer> [your answer] </answer>" if cfg.rollout.think \
         else "<answer> [your answer] </answer>"
-    return (f"\nTurn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. "
-            f"Always output: {answer} with no extra text. Strictly follow this format. "
-            f"Max response length: {cfg.rollout.stated_max_tokens} words (tokens).\n")
+    return (f"Always output: {answer} with no extra text. Strictly follow this format. "
+            f"Max response length: {cfg.rollout.stated_max_tokens} words (tokens).")
+
+
+def turn_message(turn, observation, actions_left, cfg):
+    """Appended to the user message of every turn (the first one and each reward message)."""
+    return f"\nTurn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. {format_line(cfg)}\n"
 
 
 def reward_message(env_reward):
@@ -123,6 +128,7 @@ class Turn:
     actions: list         # the actions the env executed (none for a malformed answer)
     format_ok: bool       # the answer kept the format; if not, the turn's reward holds env.format_penalty
     reward: float         # the env's rewards for those actions + the format penalty
+    think_tokens: int = 0  # tokens of `think`
 
 
 @dataclass
@@ -233,6 +239,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
                             + chat.open_assistant + prefix))
         for i, think_ids in zip(live, encode(thinks)):
             trajectories[i].think_tokens += len(think_ids)
+            trajectories[i].turns[-1].think_tokens = len(think_ids)
         for (i, _), segment in zip(replies, encode([text for _, text in replies])):
             t = trajectories[i]
             if len(t.ids) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
@@ -342,6 +349,85 @@ def random_policy(chat, cfg, rng):
         return [chat.tokenizer(a, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id] for a in answers]
 
     return policy
+
+
+THOUGHT_QUESTION = "Think about the state and what to do next."
+
+
+def thought_prompt(context, cfg):
+    """A warm-up context as the model would see it with no answer format to follow: the forced answer start
+    is dropped, every format line with it, and the last one gives way to THOUGHT_QUESTION. What the model
+    writes after it is its own thought about the state, in its own words.
+
+        "...You have 10 actions left. Always output: <think> [Your thoughts] </think> ... (tokens).\n<|im_end|>
+        <|im_start|>assistant\n<think>"
+        -> "...You have 10 actions left. Think about the state and what to do next.\n<|im_end|>
+        <|im_start|>assistant\n"
+    """
+    line = " " + format_line(cfg)
+    head, _, tail = context[:-len(answer_prefix(cfg))].rpartition(line)
+    return head.replace(line, "") + " " + THOUGHT_QUESTION + tail
+
+
+def clean_thought(text):
+    """The thought the model wrote, kept to its first line and cut before any tag, and after its last full
+    sentence when it has one: no tag can end up inside <think>, and no half sentence closes it.
+
+    >>> clean_thought("The box is left of me. Push it, then<answer>Up")
+    'The box is left of me.'
+    >>> clean_thought("<think>go up\n###")
+    'go up'
+    """
+    text = text.strip().removeprefix("<think>").split("<")[0].split("\n")[0].strip()
+    end = max(text.rfind(mark) for mark in ".!?")
+    return text[:end + 1] if end > 0 else text
+
+
+def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=3):
+    """The format warm-up's teacher with warmup.thoughts=own: each answer is a thought the model itself writes
+    when asked about the state without the format line (thought_prompt, sampled at warmup.thought_temperature,
+    its first warmup.thought_tokens tokens kept), then a uniformly random valid action, closed by the
+    end-of-turn token. The thought is the model's own, never a plan: the answer does not follow from it, so
+    success stays at the random policy's. A thought of fewer than five words (a grid row, an empty line) is
+    sampled again, up to `tries` times. Reply ids: the thought's, then the format's (" </think><answer>Up
+    </answer>" and the end-of-turn id), tokenized apart, so the format starts at the reply's first token that
+    holds "<". `decoder`: the rollout's static decoder, if any (it samples rollout.max_new_tokens at most)."""
+    tokenizer, env = chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
+    sampling = copy.deepcopy(cfg)  # transformers' generate stops at the thought's limit
+    sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
+
+    def policy(contexts):
+        prompts = [tokenizer(thought_prompt(text, cfg), add_special_tokens=False)["input_ids"]
+                   for text in tokenizer.batch_decode(contexts)]
+        thoughts, todo = [""] * len(contexts), list(range(len(contexts)))
+        for _ in range(tries):
+            sampled = LLMPolicy(model, chat, sampling, cfg.warmup.thought_temperature, decoder)([prompts[i] for i in todo])
+            texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled], skip_special_tokens=True)
+            for i, text in zip(todo, texts):
+                thoughts[i] = clean_thought(text)
+            todo = [i for i in todo if len(thoughts[i].split()) < 5]
+            if not todo:
+                break
+        replies = []
+        for thought in thoughts:
+            actions = " || ".join(random_turn_actions(rng, env.actions, actions_per_turn(env, cfg)))
+            replies.append(tokenizer(" " + thought, add_special_tokens=False)["input_ids"]
+                           + tokenizer(f" </think><answer>{actions}</answer>", add_special_tokens=False)["input_ids"]
+                           + [chat.end_of_turn_id])
+        return replies
+
+    return policy
+
+
+def thought_lengths(reply_ids, tokenizer):
+    """How many of a reply's first tokens are its thought: those before the first token that holds "<" (the
+    closing tag; a thought of the own-thoughts teacher holds none), less the blank tokens just before it.
+    -> int; the whole reply, less its trailing blanks, when no token holds "<"."""
+    tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))
+    end = next((i for i, token in enumerate(tokens) if "<" in token), len(tokens))
+    while end > 0 and not tokenizer.decode(reply_ids[end - 1:end]).strip():
+        end -= 1
+    return end
 
 
 def env_corpus(cfg, num_seeds=64):

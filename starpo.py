@@ -21,6 +21,7 @@ StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + va
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
 The log-probs the ratio compares, with the sampler's T       -> logprob_and_entropy
 Token means over the whole mini-batch (docs/paper.md §7.8)    -> masked_mean, masked_whiten
+Echo Trap, Finding 2: do the thoughts still depend on the state? -> thought_mutual_information
 (Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
 
 Conventions (the trainer relies on them):
@@ -31,6 +32,8 @@ Conventions (the trainer relies on them):
 - Metrics are detached 0-dim tensors (no .item(): that would force a GPU->CPU sync per call).
 - log-ratios are clamped to [-20, 20] before exp, so huge log-prob differences stay finite.
 """
+
+import math
 
 import torch
 
@@ -438,3 +441,24 @@ def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     keep_group[order[:num_keep]] = True
     return keep_group[group]  # (B,) every trajectory follows its group: groups stay whole
     # END SOLUTION
+
+
+def thought_mutual_information(logp):
+    """I(X; R) between the prompts X and the thoughts R of a batch, in nats, estimated from the model's own
+    log-probs (the Echo Trap, Finding 2: a thought that fits every state equally is a template). logp[i, j] is
+    log p(thought j | prompt i), summed over the thought's tokens: (M, M), thought j sampled for prompt j.
+    Under the batch's M prompts, uniform, p(r) = mean_i p(r | x_i), and
+
+        I = mean_j [ log p(r_j | x_j) - log mean_i p(r_j | x_i) ],
+
+    which is 0 when each thought is as likely under every prompt (one template for all states) and reaches
+    log M when each thought fits its own prompt alone. Low entropy with a high I is one confident answer per
+    state; low entropy with I near 0 is template collapse.
+
+    >>> round(float(thought_mutual_information(torch.tensor([[0.0, -50.0], [-50.0, 0.0]]))), 4)  # log 2
+    0.6931
+    >>> float(thought_mutual_information(torch.tensor([[-3.0, -5.0], [-3.0, -5.0]])))  # a template: no I
+    0.0
+    """
+    M = logp.shape[0]
+    return (logp.diagonal() - (torch.logsumexp(logp, dim=0) - math.log(M))).mean()

@@ -27,7 +27,7 @@ IM_END, IM_START = 2, 1  # SmolLM2's ids, from its vocabulary; its tokenizer's e
 TINY_RUN = ["train.device=cpu", "rollout.cache=dynamic", "rollout.groups=2", "rollout.group_size=2",
             "rollout.max_new_tokens=6", "algo.mini_batch_size=4", "algo.micro_batch_size=2", "algo.filter_ratio=1.0",
             "eval.num_seeds=2", "eval.every=1", "eval.samples=1", "warmup.steps=1", "warmup.batch_size=2",
-            "train.iterations=1", "checkpoint.every=0"]
+            "train.iterations=1", "checkpoint.every=0", "warmup.thought_tokens=5"]
 BANDIT_PROMPT = (  # the paper's turn-1 Bandit conversation, typed out here (arms in the seed's order)
     "<|im_start|>system\nYou're a helpful assistant. <|im_end|>\n<|im_start|>user\n\nTurn 1:\nState:\n"
     "You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull. \n"
@@ -60,7 +60,7 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
     ragen_mini.main(["--config", str(ROOT / "configs" / "smollm2-bandit.yaml"), *TINY_RUN, f"run_dir={run_dir}"])
 
     kinds = [kind for kind, *_ in played]
-    assert kinds == ["llm_policy", "random_policy", "llm_policy", "llm_policy", "llm_policy"]  # eval, warm-up, eval, train, eval
+    assert kinds == ["llm_policy", "own_thoughts_policy", "llm_policy", "llm_policy", "llm_policy"]  # eval, warm-up, eval, ...
     for kind, tokenizer, seeds, trajectories in played:
         assert tokenizer.eos_token == "<|im_start|>" and tokenizer.pad_token is None  # the converted tokenizer as it is
         for seed, t in zip(seeds, trajectories):
@@ -71,8 +71,11 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
             assert tokenizer.decode(prompt) == BANDIT_PROMPT.format(a=env.actions[0], b=env.actions[1])
             assert t.sampled == [0] * len(prompt) + [1] * len(reply)  # one turn: the reply is the rest
             assert IM_START not in reply
-            if kind == "random_policy":  # "</think><answer>Dragon</answer>" then the end-of-turn token
-                assert reply[-1] == IM_END and tokenizer.decode(reply).endswith("</answer><|im_end|>")
+            if kind == "own_thoughts_policy":  # " thought </think><answer>Dragon</answer>" then the end-of-turn token
+                text = tokenizer.decode(reply)
+                assert reply[-1] == IM_END and re.fullmatch(r" [^<]* </think><answer>(Dragon|Phoenix)</answer><\|im_end\|>", text)
+                kept = ragen_mini.without_thoughts(t.ids, t.sampled, tokenizer)  # the loss without warmup.thought_loss
+                assert tokenizer.decode([i for i, k in zip(t.ids, kept) if k]) == text[text.index(" </think>"):]
             elif IM_END in reply:
                 assert reply.index(IM_END) == len(reply) - 1
             else:

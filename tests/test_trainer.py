@@ -371,7 +371,8 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     monkeypatch.setattr(ragen_mini, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
     monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a: masks.append(mask.clone())
                         or real_logprobs(m, ids, mask, *a))
-    ragen_mini.format_warmup(copy.deepcopy(actor), chat_of(tok), cfg, CPU)
+    warmed = copy.deepcopy(actor)
+    ragen_mini.format_warmup(warmed, warmed, chat_of(tok), cfg, CPU)
     (mask,) = masks
     assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
     for row, t in zip(mask.tolist(), played):
@@ -854,7 +855,7 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
              "algo.estimator=gae", "warmup.steps=1", "warmup.batch_size=4", "algo.grad_clip=1000000.0")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    ragen_mini.format_warmup(actor, chat_of(tok), cfg, CPU)
+    ragen_mini.format_warmup(actor, actor, chat_of(tok), cfg, CPU)
     critic = ragen_mini.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     steps = []

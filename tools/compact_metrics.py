@@ -20,7 +20,7 @@ import plots  # noqa: E402
 
 PREFIXES = ("eval/", "pre_warmup/", "warmup/")
 EXTRA = {"iteration", "perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps", "perf/logprob_s",
-         "perf/update_s", "perf/warmup_s", "rollout/zero_signal"}
+         "perf/update_s", "perf/warmup_s", "rollout/zero_signal", "rollout/placeholder_thoughts"}
 KEEP = EXTRA | {name for _, names in plots.PANELS for name in names}
 
 

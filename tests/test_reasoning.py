@@ -1,0 +1,196 @@
+"""The reasoning warm-up (the model's own thoughts inside <think>) and the reasoning-collapse measures
+(distinct thoughts across seeds, the placeholder share, I(X;R) from the model's log-probs), each against a
+hand-worked example or an independent computation. SmolLM2's tokenizer is checked in tests/test_smollm2.py."""
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import bookkeeping  # noqa: E402
+import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
+import starpo  # noqa: E402
+from rollout import Trajectory, Turn  # noqa: E402
+
+CPU = torch.device("cpu")
+SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=3", "rollout.group_size=2", "rollout.max_new_tokens=12",
+         "rollout.max_context=1024", "env.name=sokoban", "env.max_turns=2", "algo.mini_batch_size=2",
+         "algo.micro_batch_size=2", "warmup.steps=2", "warmup.batch_size=3", "warmup.thoughts=own",
+         "warmup.thought_tokens=8", "checkpoint.every=0"]
+
+
+def ns(*overrides):
+    return ragen_mini.namespace(ragen_mini.load_config(str(ROOT / "configs" / "tiny.yaml"), [*SMALL, *overrides]))
+
+
+@pytest.fixture(scope="module")
+def tok_actor():
+    torch.manual_seed(0)
+    tokenizer, actor = ragen_mini.load_models(ns(), CPU)
+    return tokenizer, actor.eval()
+
+
+def encode(tokenizer, text):
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# ---- the thought prompt and the thought's text ----------------------------------------------------------------
+def test_the_thought_prompt_drops_the_format_lines_and_asks_once_at_the_end():
+    cfg = ns()
+    line = rollout.format_line(cfg)
+    context = (f"<|im_start|>user\nTurn 1:\nState:\n#P#\nYou have 10 actions left. {line}\n<|im_end|>\n"
+               f"<|im_start|>assistant\n<think> go </think><answer>Up</answer><|im_end|>\n<|im_start|>user\n"
+               f"Reward:\n-0.1\n\nTurn 2:\nState:\n#_P\nYou have 9 actions left. {line}\n<|im_end|>\n"
+               f"<|im_start|>assistant\n<think>")
+    expected = ("<|im_start|>user\nTurn 1:\nState:\n#P#\nYou have 10 actions left.\n<|im_end|>\n"
+                "<|im_start|>assistant\n<think> go </think><answer>Up</answer><|im_end|>\n<|im_start|>user\n"
+                "Reward:\n-0.1\n\nTurn 2:\nState:\n#_P\nYou have 9 actions left. Think about the state and what to do next."
+                "\n<|im_end|>\n<|im_start|>assistant\n")
+    assert rollout.thought_prompt(context, cfg) == expected
+
+
+@pytest.mark.parametrize("text, thought", [
+    (" The box is left of me. I push it<answer>Up", "The box is left of me."),
+    ("<think> Move up, then right!\n######", "Move up, then right!"),
+    ("Go up and see what is there", "Go up and see what is there"),  # no full sentence: kept as written
+    ("\n###P#\nGo", "###P#"),  # the first line that holds anything (the teacher asks again: under five words)
+    ("Which way? Up. Then", "Which way? Up."),
+])
+def test_clean_thought(text, thought):
+    assert rollout.clean_thought(text) == thought
+
+
+def test_thought_lengths_stops_at_the_first_token_holding_a_tag(tok_actor):
+    tok, _ = tok_actor
+    thought, rest = encode(tok, " go up"), encode(tok, " </think><answer>Up</answer>")
+    assert rollout.thought_lengths(thought + rest, tok) == len(thought)
+    assert rollout.thought_lengths(thought, tok) == len(thought)  # a reply that never closes: all thought
+
+
+# ---- the teacher: the model's own thoughts, then a random answer ----------------------------------------------
+def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, monkeypatch):
+    """The teacher asks the model (the one passed in) with the thought prompt, never with the format line; each
+    reply is " thought </think><answer>a</answer><|im_end|>" with the model's cleaned text as the thought and a
+    valid action; too short thoughts are asked for again, and only those."""
+    tok, actor = tok_actor
+    cfg = ns("rollout.max_new_tokens=40", "warmup.thought_tokens=30")  # longer than any scripted thought
+    chat = rollout.chat_format(tok)
+    asked = []
+    scripted = iter(["Box is up so I go left", "no", "Wall on the right side so down", "x y", "The target is near me now"])
+
+    class FakeLLM:  # stands in for rollout.LLMPolicy: records who is asked what, answers with scripted text
+        def __init__(self, model, chat_, cfg_, temperature, decoder=None):
+            assert model is actor and temperature == cfg.warmup.thought_temperature
+            assert cfg_.rollout.max_new_tokens == cfg.warmup.thought_tokens
+
+        def __call__(self, contexts):
+            asked.append([tok.decode(c) for c in contexts])
+            return [encode(tok, next(scripted)) for _ in contexts]
+
+    monkeypatch.setattr(rollout, "LLMPolicy", FakeLLM)
+    teacher = rollout.own_thoughts_policy(actor, chat, cfg, random.Random(0))
+    contexts = [encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
+                for seed, env in ((s, rollout.make_env("sokoban")) for s in (1, 2, 3))]
+    replies = teacher(contexts)
+    assert [len(call) for call in asked] == [3, 1, 1]  # "no", then "x y", asked again: under five words
+    for call in asked:
+        for text in call:
+            assert rollout.format_line(cfg) not in text and text.endswith(
+                "Think about the state and what to do next.\n<|im_end|>\n<|im_start|>assistant\n")
+    thoughts = ["Box is up so I go left", "The target is near me now", "Wall on the right side so down"]
+    for reply, thought in zip(replies, thoughts):
+        text = tok.decode(reply)
+        head, answer = text.split(" </think><answer>")
+        assert head == " " + thought
+        actions = answer.removesuffix("</answer><|im_end|>").split(" || ")  # 1 to max_actions_per_turn (5) actions
+        assert 1 <= len(actions) <= 5 and set(actions) <= {"Up", "Down", "Left", "Right"}
+        assert reply[-1] == chat.end_of_turn_id
+
+
+def test_the_warmup_trains_on_thoughts_and_format_or_on_the_format_alone(tok_actor, monkeypatch):
+    """warmup.thought_loss: the loss covers each reply whole, or only from its closing tag on."""
+    tok, actor = tok_actor
+    masks = []
+    real_logprobs = ragen_mini.token_logprobs
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a: masks.append((ids, mask.clone()))
+                        or real_logprobs(m, ids, mask, *a))
+    for thought_loss in (True, False):
+        masks.clear()
+        cfg = ns(f"warmup.thought_loss={str(thought_loss).lower()}")
+        warmed = __import__("copy").deepcopy(actor)
+        ragen_mini.format_warmup(warmed, warmed, rollout.chat_format(tok), cfg, CPU)
+        assert len(masks) >= 2
+        trained = "".join(tok.decode([t for t, m in zip(ids[0, 1:].tolist(), mask[0].tolist()) if m]) for ids, mask in masks)
+        assert "</think><answer>" in trained and "<|im_end|>" in trained
+        if thought_loss:  # the thoughts are trained too: text before each closing tag
+            assert any(len(piece.strip()) > 0 for piece in trained.split("</think>")[:-1])
+        else:  # only " </think><answer>X</answer><|im_end|>" pieces
+            for piece in trained.split("<|im_end|>")[:-1]:
+                assert piece.strip().startswith("</think><answer>") and piece.endswith("</answer>")
+
+
+def test_without_thoughts_keeps_the_closing_tag_and_the_answer(tok_actor):
+    tok, _ = tok_actor
+    prompt, env = encode(tok, "<|im_start|>user\nState:\n#P#<|im_end|>\n<|im_start|>assistant\n<think>"), encode(tok, "\nReward")
+    reply1 = encode(tok, " the box is up") + encode(tok, " </think><answer>Up</answer>") + [2]
+    reply2 = encode(tok, " left") + encode(tok, " </think><answer>Left</answer>") + [2]
+    ids = prompt + reply1 + env + reply2
+    sampled = [0] * len(prompt) + [1] * len(reply1) + [0] * len(env) + [1] * len(reply2)
+    kept = ragen_mini.without_thoughts(ids, sampled, tok)
+    assert tok.decode([i for i, k in zip(ids, kept) if k]) == (" </think><answer>Up</answer>" + tok.decode([2])
+                                                                 + " </think><answer>Left</answer>" + tok.decode([2]))
+
+
+# ---- the collapse measures ----------------------------------------------------------------------------------
+def test_thought_mutual_information_against_a_hand_computation():
+    logp = torch.tensor([[-1.0, -4.0, -2.0], [-3.0, -1.0, -2.0], [-5.0, -6.0, -2.0]])  # [prompt i, thought j]
+    by_hand = 0.0
+    for j in range(3):
+        marginal = sum(math.exp(logp[i][j]) for i in range(3)) / 3
+        by_hand += (logp[j][j] - math.log(marginal)) / 3
+    assert float(starpo.thought_mutual_information(logp)) == pytest.approx(by_hand, abs=1e-6)
+    assert float(starpo.thought_mutual_information(torch.zeros(4, 4))) == pytest.approx(0.0, abs=1e-7)  # one template
+    diagonal = torch.full((4, 4), -1e4).fill_diagonal_(0.0)
+    assert float(starpo.thought_mutual_information(diagonal)) == pytest.approx(math.log(4))  # each fits its own prompt
+
+
+def test_thought_metrics_on_hand_built_trajectories():
+    def traj(seed, *thinks):
+        return Trajectory(seed=seed, group=seed, turns=[Turn(think=t, actions=[], format_ok=True, reward=0.0,
+                                                             think_tokens=len(t.split())) for t in thinks])
+    trajectories = [traj(1, "go up", "a b c d"), traj(1, "other"), traj(2, "go up"), traj(3, "[Your thoughts]", "x")]
+    metrics = bookkeeping.rollout_metrics(trajectories, "rollout")
+    assert metrics["rollout/distinct_thoughts"] == pytest.approx(2 / 3)  # seeds 1, 2, 3: "go up" twice, one placeholder
+    assert metrics["rollout/placeholder_thoughts"] == pytest.approx(1 / 6)
+    assert metrics["rollout/think_tokens_median"] == 2.0  # [2, 4, 1, 2, 2, 1]
+
+
+def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
+    """ragen_mini.thought_mutual_information against a plain forward per (prompt, thought) pair."""
+    tok, actor = tok_actor
+    cfg = ns("rollout.mi_groups=2")
+    chat = rollout.chat_format(tok)
+    torch.manual_seed(1)
+    trajectories = rollout.play_episodes(rollout.LLMPolicy(actor, chat, cfg, 1.0), chat, cfg, [5, 5, 6, 6, 7, 7],
+                                         [0, 0, 1, 1, 2, 2])
+    pairs = []
+    for t in (trajectories[0], trajectories[2]):  # the first trajectory of the first two groups
+        start = t.sampled.index(1)
+        end = start + t.sampled[start:].index(0) if 0 in t.sampled[start:] else len(t.ids)
+        pairs.append((t.ids[:start], t.ids[start:start + rollout.thought_lengths(t.ids[start:end], tok)]))
+    logp = torch.zeros(2, 2)
+    with torch.no_grad():
+        for i, (prompt, _) in enumerate(pairs):
+            for j, (_, thought) in enumerate(pairs):
+                logits = actor(torch.tensor([prompt + thought])).logits[0].float()
+                logprobs = torch.log_softmax(logits / cfg.rollout.temperature, dim=-1)
+                logp[i, j] = sum(logprobs[len(prompt) - 1 + k, token] for k, token in enumerate(thought))
+    expected = float(starpo.thought_mutual_information(logp))
+    got = ragen_mini.thought_mutual_information(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
+    assert got == pytest.approx(expected, abs=1e-3)
+    assert ragen_mini.thought_mutual_information(actor, chat, trajectories, ns("rollout.mi_groups=1"), CPU) == {}
