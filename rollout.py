@@ -16,6 +16,7 @@ works on the Trajectory records it returns (token ids, which were sampled, rewar
 """
 import copy
 import random
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -355,7 +356,7 @@ THOUGHT_QUESTION = "Think about the state and what to do next."
 
 
 def thought_prompt(context, cfg):
-    """A warm-up context as the model would see it with no answer format to follow: the forced answer start
+    r"""A warm-up context as the model would see it with no answer format to follow: the forced answer start
     is dropped, every format line with it, and the last one gives way to THOUGHT_QUESTION. What the model
     writes after it is its own thought about the state, in its own words.
 
@@ -370,7 +371,7 @@ def thought_prompt(context, cfg):
 
 
 def clean_thought(text):
-    """The thought the model wrote, kept to its first line and cut before any tag, and after its last full
+    r"""The thought the model wrote, kept to its first line and cut before any tag, and after its last full
     sentence when it has one: no tag can end up inside <think>, and no half sentence closes it.
 
     >>> clean_thought("The box is left of me. Push it, then<answer>Up")
@@ -383,13 +384,22 @@ def clean_thought(text):
     return text[:end + 1] if end > 0 else text
 
 
-def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=3):
+def echoes(thought, prompt):
+    """Does the thought repeat a sentence of three words or more of its prompt, word for word?
+
+    >>> echoes("You have 9 actions left. Go.", "State: ... You have 9 actions left. Think about ...")
+    True
+    """
+    return any(len(sentence.split()) >= 3 and sentence in prompt for sentence in re.split(r"(?<=[.!?])\s+", thought))
+
+
+def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
     """The format warm-up's teacher with warmup.thoughts=own: each answer is a thought the model itself writes
     when asked about the state without the format line (thought_prompt, sampled at warmup.thought_temperature,
     its first warmup.thought_tokens tokens kept), then a uniformly random valid action, closed by the
     end-of-turn token. The thought is the model's own, never a plan: the answer does not follow from it, so
-    success stays at the random policy's. A thought of fewer than five words (a grid row, an empty line) is
-    sampled again, up to `tries` times. Reply ids: the thought's, then the format's (" </think><answer>Up
+    success stays at the random policy's. A thought of fewer than five words (a grid row, an empty line), or one
+    that repeats a sentence of its prompt ("You have 10 actions left."), is sampled again, up to `tries` times. Reply ids: the thought's, then the format's (" </think><answer>Up
     </answer>" and the end-of-turn id), tokenized apart, so the format starts at the reply's first token that
     holds "<". `decoder`: the rollout's static decoder, if any (it samples rollout.max_new_tokens at most)."""
     tokenizer, env = chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
@@ -397,15 +407,15 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=3):
     sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
 
     def policy(contexts):
-        prompts = [tokenizer(thought_prompt(text, cfg), add_special_tokens=False)["input_ids"]
-                   for text in tokenizer.batch_decode(contexts)]
+        asked = [thought_prompt(text, cfg) for text in tokenizer.batch_decode(contexts)]
+        prompts = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in asked]
         thoughts, todo = [""] * len(contexts), list(range(len(contexts)))
         for _ in range(tries):
             sampled = LLMPolicy(model, chat, sampling, cfg.warmup.thought_temperature, decoder)([prompts[i] for i in todo])
             texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled], skip_special_tokens=True)
             for i, text in zip(todo, texts):
                 thoughts[i] = clean_thought(text)
-            todo = [i for i in todo if len(thoughts[i].split()) < 5]
+            todo = [i for i in todo if len(thoughts[i].split()) < 5 or echoes(thoughts[i], asked[i])]
             if not todo:
                 break
         replies = []

@@ -1,6 +1,7 @@
 """The reasoning warm-up (the model's own thoughts inside <think>) and the reasoning-collapse measures
 (distinct thoughts across seeds, the placeholder share, I(X;R) from the model's log-probs), each against a
 hand-worked example or an independent computation. SmolLM2's tokenizer is checked in tests/test_smollm2.py."""
+import doctest
 import math
 import random
 import sys
@@ -78,10 +79,11 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
     reply is " thought </think><answer>a</answer><|im_end|>" with the model's cleaned text as the thought and a
     valid action; too short thoughts are asked for again, and only those."""
     tok, actor = tok_actor
-    cfg = ns("rollout.max_new_tokens=40", "warmup.thought_tokens=30")  # longer than any scripted thought
+    cfg = ns("rollout.max_new_tokens=40", "warmup.thought_tokens=30", "warmup.steps=4")  # longer than any thought
     chat = rollout.chat_format(tok)
     asked = []
-    scripted = iter(["Box is up so I go left", "no", "Wall on the right side so down", "x y", "The target is near me now"])
+    scripted = iter(["Box is up so I go left", "no", "Wall on the right side so down", "x y", "You have 10 actions left",
+                     "The target is near me now"])
 
     class FakeLLM:  # stands in for rollout.LLMPolicy: records who is asked what, answers with scripted text
         def __init__(self, model, chat_, cfg_, temperature, decoder=None):
@@ -97,7 +99,8 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
     contexts = [encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
                 for seed, env in ((s, rollout.make_env("sokoban")) for s in (1, 2, 3))]
     replies = teacher(contexts)
-    assert [len(call) for call in asked] == [3, 1, 1]  # "no", then "x y", asked again: under five words
+    # "no", then "x y", asked again (under five words), then "You have 10 actions left" (the prompt's own words)
+    assert [len(call) for call in asked] == [3, 1, 1, 1]
     for call in asked:
         for text in call:
             assert rollout.format_line(cfg) not in text and text.endswith(
@@ -194,3 +197,8 @@ def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
     got = ragen_mini.thought_mutual_information(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
     assert got == pytest.approx(expected, abs=1e-3)
     assert ragen_mini.thought_mutual_information(actor, chat, trajectories, ns("rollout.mi_groups=1"), CPU) == {}
+
+
+def test_the_docstring_examples_of_the_rollout_hold():
+    result = doctest.testmod(rollout)
+    assert result.attempted >= 3 and result.failed == 0
