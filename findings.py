@@ -1,0 +1,371 @@
+"""The paper's seven findings, one command each: run what a finding needs with SmolLM2 and reasoning on, then
+draw its figure and table from the run folders (docs/findings.md holds the verdicts).
+
+    python findings.py                         # the findings, their runs, and which are done
+    python findings.py 1                       # run Finding 1's runs (several at once on one GPU), then draw
+    python findings.py 1 --parallel 2          # how many runs share the GPU (3 fit an 80 GB card)
+    python findings.py 1 --draw --runs results/runs/findings   # draw only, from the kept runs
+
+Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run whose metrics end with its final
+evaluation is done and is not run again. The figure goes to plots/findingN.png, the table to
+results/findings/findingN.md (and the screen). Findings 1, 4 and 5 share the Sokoban runs; Finding 3 reads
+them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same evaluation
+seeds each time), kept as thoughts.json by --keep:
+
+    python findings.py --keep runs/findings/*  # config, compacted metrics and thoughts into results/runs/findings
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import plots
+from tools.compact_metrics import compact_file
+
+SOKOBAN, BANDIT, FROZENLAKE = "configs/smollm2.yaml", "configs/smollm2-bandit.yaml", "configs/smollm2-frozenlake.yaml"
+# The same budget for every run: 100 iterations, at most 28 minutes (a run that hits the limit evaluates and stops);
+# micro-batches of 16,384 tokens let three runs share an 80 GB card (the sums are the same at any micro-batch size).
+BUDGET = ["train.iterations=100", "train.time_limit_min=28", "checkpoint.every=0", "algo.micro_batch_tokens=16384"]
+VANILLA = ["algo.filter_ratio=1.0", "algo.kl_coef=0.001", "algo.clip_high=0.2"]  # StarPO: no filter, a KL, clip 0.2
+SEEDS = (0, 1, 2)
+
+RUNS = {  # name -> (preset, overrides)
+    **{f"sokoban-starpo-s-seed{s}": (SOKOBAN, [f"seed={s}"]) for s in SEEDS},
+    **{f"sokoban-ppo-seed{s}": (SOKOBAN, [f"seed={s}", *VANILLA]) for s in SEEDS},
+    **{f"sokoban-grpo-seed{s}": (SOKOBAN, [f"seed={s}", "algo.estimator=grpo", *VANILLA]) for s in SEEDS},
+    "sokoban-ppo-filter0.25": (SOKOBAN, ["seed=0", *VANILLA, "algo.filter_ratio=0.25"]),
+    "sokoban-ppo-filter0.5": (SOKOBAN, ["seed=0", *VANILLA, "algo.filter_ratio=0.5"]),
+    "sokoban-starpo-s-with-kl": (SOKOBAN, ["seed=0", "algo.kl_coef=0.001"]),
+    "sokoban-starpo-s-no-clip-higher": (SOKOBAN, ["seed=0", "algo.clip_high=0.2"]),
+    "sokoban-n4": (SOKOBAN, ["seed=0", "rollout.groups=64", "rollout.group_size=4"]),
+    "sokoban-n16": (SOKOBAN, ["seed=0", "rollout.groups=16", "rollout.group_size=16"]),
+    "sokoban-5-actions-per-turn": (SOKOBAN, ["seed=0", "env.max_turns=5", "env.max_actions_per_turn=5"]),
+    "sokoban-no-think": (SOKOBAN, ["seed=0", "rollout.think=false"]),
+    "bandit-starpo-s-seed0": (BANDIT, ["seed=0"]),
+    "bandit-no-think": (BANDIT, ["seed=0", "rollout.think=false"]),
+    "frozenlake-starpo-s-seed0": (FROZENLAKE, ["seed=0"]),
+}
+METHODS = {"StarPO-S": "sokoban-starpo-s-seed", "vanilla StarPO (PPO)": "sokoban-ppo-seed",
+           "vanilla StarPO (GRPO)": "sokoban-grpo-seed"}
+SEEDED = [f"{prefix}{s}" for prefix in METHODS.values() for s in SEEDS]
+
+
+# ======================================================================================================
+# Reading a run folder
+# ======================================================================================================
+def evals(rows):
+    """[(iteration, eval/success)] of a run's metrics rows."""
+    return [(r["iteration"], r["eval/success"]) for r in rows if "eval/success" in r]
+
+
+def series(rows, key):
+    return [(r["iteration"], r[key]) for r in rows if key in r]
+
+
+def read(run_dir):
+    """The metrics rows of RUN_DIR, or None when it has none."""
+    return plots.read_metrics(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) else None
+
+
+def done(run_dir):
+    """A run is done when its last metrics row holds an evaluation after iteration 0 (the final one)."""
+    rows = read(run_dir)
+    return bool(rows) and rows[-1]["iteration"] > 0 and "eval/success" in rows[-1]
+
+
+def summary_row(rows):
+    """-> dict: iterations run, eval success at iteration 0, the last and the best (with its iteration)."""
+    points = evals(rows)
+    best = max(points, key=lambda p: p[1])
+    return {"iterations": rows[-1]["iteration"], "start": points[0][1], "end": points[-1][1], "best": best[1],
+            "best_at": best[0]}
+
+
+def mean_sd(values):
+    return (statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def fmt(values):
+    """'0.312 +- 0.021 (n=3)', or the one value."""
+    mean, sd = mean_sd(values)
+    return f"{mean:.3f} ± {sd:.3f} (n={len(values)})" if len(values) > 1 else f"{mean:.3f} (n=1)"
+
+
+# ======================================================================================================
+# The findings: each draw function returns (markdown table, figure) from the run folders under `runs`
+# ======================================================================================================
+def draw_algorithms(runs, names=None):
+    """Findings 1, 4, 5: eval success over iterations, per method the mean over its seeds with the range
+    (min to max), and one line for each single-seed ablation."""
+    fig, ax = plots.plt.subplots(1, 1, figsize=(8, 5))
+    lines = ["| runs | seeds | iterations | eval success at 0 | at the end | best |", "| --- | --- | --- | --- | --- | --- |"]
+    groups = [(label, [f"{prefix}{s}" for s in SEEDS]) for label, prefix in METHODS.items()]
+    groups += [(name, [name]) for name in names or []]
+    for color, (label, members) in enumerate(groups):
+        found = [(m, read(os.path.join(runs, m))) for m in members]
+        found = [(m, rows) for m, rows in found if rows and evals(rows)]
+        if not found:
+            lines.append(f"| {label} | not run yet | | | | |")
+            continue
+        rows_of = [rows for _, rows in found]
+        stats = [summary_row(rows) for rows in rows_of]
+        common = sorted(set.intersection(*(set(i for i, _ in evals(rows)) for rows in rows_of)))
+        by_iteration = [[dict(evals(rows))[i] for rows in rows_of] for i in common]
+        ax.plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o", markersize=3,
+                label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
+        if len(found) > 1:
+            ax.fill_between(common, [min(v) for v in by_iteration], [max(v) for v in by_iteration], color=f"C{color}",
+                            alpha=0.2)
+        lines.append(f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} | "
+                     f"{', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
+                     f"{fmt([s['end'] for s in stats])} | {fmt([s['best'] for s in stats])} |")
+    ax.set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title="Sokoban, SmolLM2-135M, reasoning on")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return "\n".join(lines), fig
+
+
+def draw_finding1(runs):
+    return draw_algorithms(runs)
+
+
+def draw_finding4(runs):
+    return draw_algorithms(runs, ["sokoban-ppo-filter0.25", "sokoban-ppo-filter0.5"])
+
+
+def draw_finding5(runs):
+    return draw_algorithms(runs, ["sokoban-starpo-s-with-kl", "sokoban-starpo-s-no-clip-higher"])
+
+
+def thoughts_of(run_dir):
+    """{evaluation title: {seed: [think of each turn]}}: RUN_DIR/thoughts.json (kept runs), else read from
+    RUN_DIR/samples.md."""
+    kept = os.path.join(run_dir, "thoughts.json")
+    if os.path.exists(kept):
+        with open(kept) as f:
+            return json.load(f)
+    out, title, seed = {}, None, None
+    with open(os.path.join(run_dir, "samples.md")) as f:
+        for line in f:
+            if line.startswith("# "):
+                title = line[2:].strip()
+                out[title] = {}
+            elif line.startswith("## seed "):
+                seed = line.split()[2].rstrip(":")
+                out[title][seed] = []
+            elif line.startswith("- turn ") and title:
+                match = re.match(r"- turn \d+: think (.*) -> actions ", line)
+                out[title][seed].append(eval(match.group(1)) if match else "")  # the repr() bookkeeping wrote
+    return out
+
+
+def draw_finding2(runs):
+    """The Echo Trap: the first-turn thought of the same evaluation seeds at iteration 0 and at the end (the
+    paper's Table 1), and the collapse measures over training."""
+    fig, axes = plots.plt.subplots(1, 3, figsize=(15, 4))
+    lines = ["| env | seed | iteration 0 | the end |", "| --- | --- | --- | --- |"]
+    for color, name in enumerate(["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"]):
+        run_dir, rows = os.path.join(runs, name), read(os.path.join(runs, name))
+        if not rows:
+            lines.append(f"| {name} | not run yet | | |")
+            continue
+        thoughts = thoughts_of(run_dir)
+        last = [t for t in thoughts if t.startswith("Evaluation at iteration")][-1]
+        first = thoughts.get("Evaluation at iteration 0", {})
+        for seed, turns in list(first.items())[:4]:
+            end = thoughts[last].get(seed, [""])
+            lines.append(f"| {name.split('-')[0]} | {seed} | {quote(turns[0] if turns else '')} | "
+                         f"{quote(end[0] if end else '')} ({last.split()[-1]}) |")
+        for ax, key in zip(axes, ["rollout/think_tokens_median", "rollout/distinct_thoughts", "rollout/thought_mi"]):
+            xs, ys = zip(*series(rows, key)) if series(rows, key) else ((), ())
+            ax.plot(xs, ys, color=f"C{color}", label=name)
+            ax.set(xlabel="iteration", title=key)
+            ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return "\n".join(lines), fig
+
+
+def quote(text):
+    return "“" + text.replace("|", "\\|")[:120] + "”"
+
+
+def falls(points, start=10, share=0.5, window=5):
+    """The first iteration at which the moving mean (over `window` iterations) of a metric is below `share` of
+    its mean over the first `start` iterations, or None."""
+    values = [v for _, v in points]
+    if len(values) < start + window:
+        return None
+    base = statistics.mean(values[:start])
+    for k in range(start, len(values) - window + 1):
+        if statistics.mean(values[k:k + window]) < share * base:
+            return points[k + window - 1][0]
+    return None
+
+
+def draw_finding3(runs):
+    """Collapse indicators: for each run, its best evaluation and whether success falls after it (by more than
+    0.05, about two standard errors at 256 seeds); when in-group reward std and entropy fall below half their
+    first-10-iteration level (5-iteration moving mean)."""
+    lines = ["| run | best eval (iteration) | end | success falls after the best? | reward std halves at | "
+             "entropy halves at |", "| --- | --- | --- | --- | --- | --- |"]
+    fig, axes = plots.plt.subplots(1, 3, figsize=(15, 4))
+    for color, name in enumerate(n for n in RUNS if n.startswith("sokoban")):
+        rows = read(os.path.join(runs, name))
+        if not rows or not evals(rows):
+            continue
+        s = summary_row(rows)
+        collapsed = s["end"] < s["best"] - 0.05
+        std_at, ent_at = (falls(series(rows, key)) for key in ("rollout/group_reward_std_all", "train/entropy"))
+        lines.append(f"| {name} | {s['best']:.3f} ({s['best_at']}) | {s['end']:.3f} | "
+                     f"{'yes' if collapsed else 'no'} | {std_at or 'never'} | {ent_at or 'never'} |")
+        for ax, key in zip(axes, ["eval/success", "rollout/group_reward_std_all", "train/entropy"]):
+            xs, ys = zip(*series(rows, key))
+            ax.plot(xs, ys, color=f"C{color % 10}", label=name, marker="o" if key.startswith("eval") else None, markersize=2)
+            ax.set(xlabel="iteration", title=key)
+            ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6)
+    return "\n".join(lines), fig
+
+
+def draw_compare(runs, names, title, think_panel=False):
+    """Eval success of single runs side by side; with think_panel, their think length over training beside it."""
+    fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5), squeeze=False)
+    ax = axes[0, 0]
+    lines = ["| run | iterations | eval success at 0 | at the end | best (iteration) | think tokens per turn, median: "
+             "first / last iteration |", "| --- | --- | --- | --- | --- | --- |"]
+    for color, name in enumerate(names):
+        rows = read(os.path.join(runs, name))
+        if not rows or not evals(rows):
+            lines.append(f"| {name} | not run yet | | | | |")
+            continue
+        s, think = summary_row(rows), series(rows, "rollout/think_tokens_median")
+        lines.append(f"| {name} | {s['iterations']} | {s['start']:.3f} | {s['end']:.3f} | {s['best']:.3f} ({s['best_at']}) | "
+                     + (f"{think[0][1]:g} / {think[-1][1]:g} |" if think else "- |"))
+        xs, ys = zip(*evals(rows))
+        ax.plot(xs, ys, color=f"C{color}", marker="o", markersize=3, label=name)
+        if think_panel and think:
+            axes[0, 1].plot(*zip(*think), color=f"C{color}", label=name)
+    ax.set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title=title)
+    if think_panel:
+        axes[0, 1].set(xlabel="iteration", ylabel="think tokens per turn (median)", title="Reasoning length over training")
+    for a in axes.flat:
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    return "\n".join(lines), fig
+
+
+def draw_finding6(runs):
+    return draw_compare(runs, ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"],
+                        "Rollout quality: responses per prompt, actions per turn")
+
+
+def draw_finding7(runs):
+    """Reasoning: think length over training on all three envs, and reasoning on against off."""
+    return draw_compare(runs, ["bandit-starpo-s-seed0", "bandit-no-think", "sokoban-starpo-s-seed0", "sokoban-no-think",
+                               "frozenlake-starpo-s-seed0"], "Reasoning on and off", think_panel=True)
+
+
+FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its drawing)
+    "1": ("multi-turn RL is unstable; PPO (critic) more stable than GRPO", SEEDED, draw_finding1),
+    "2": ("the Echo Trap: reasoning collapses to repeated templates", ["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"],
+          draw_finding2),
+    "3": ("reward std and entropy fall before success collapses", SEEDED, draw_finding3),
+    "4": ("uncertainty filtering improves stability", SEEDED + ["sokoban-ppo-filter0.25", "sokoban-ppo-filter0.5"],
+          draw_finding4),
+    "5": ("KL removal and clip-higher improve peak success", SEEDED + ["sokoban-starpo-s-with-kl",
+                                                                      "sokoban-starpo-s-no-clip-higher"], draw_finding5),
+    "6": ("rollout quality: fewer responses per prompt, a few actions per turn",
+          ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"], draw_finding6),
+    "7": ("reasoning shrinks over training and helps little without fine-grained rewards",
+          ["bandit-starpo-s-seed0", "bandit-no-think", "sokoban-starpo-s-seed0", "sokoban-no-think",
+           "frozenlake-starpo-s-seed0"], draw_finding7),
+}
+
+
+# ======================================================================================================
+# Running and keeping
+# ======================================================================================================
+def command(name, run_dir):
+    preset, overrides = RUNS[name]
+    return [sys.executable, "ragen_mini.py", "--config", preset, *BUDGET, *overrides, f"run_dir={run_dir}"]
+
+
+def run_all(names, runs, parallel):
+    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log."""
+    todo = [n for n in names if not done(os.path.join(runs, n))]
+    os.makedirs(runs, exist_ok=True)
+    running = []
+    while todo or running:
+        while todo and len(running) < parallel:
+            name = todo.pop(0)
+            shutil.rmtree(os.path.join(runs, name), ignore_errors=True)  # a run cut short starts again
+            with open(os.path.join(runs, f"{name}.log"), "w") as log:
+                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name)), stdout=log,
+                                                       stderr=subprocess.STDOUT)))
+            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name))[1:])}", flush=True)
+        time.sleep(5)
+        for name, process in [r for r in running if r[1].poll() is not None]:
+            running.remove((name, process))
+            print(f"{name}: {'done' if process.returncode == 0 else f'failed ({process.returncode}): see {name}.log'}",
+                  flush=True)
+
+
+def keep(run_dirs, into="results/runs/findings"):
+    """A run's config.yaml, compacted metrics.jsonl and thoughts.json (from samples.md) into INTO/NAME."""
+    for run_dir in run_dirs:
+        target = os.path.join(into, os.path.basename(os.path.normpath(run_dir)))
+        os.makedirs(target, exist_ok=True)
+        shutil.copy(os.path.join(run_dir, "config.yaml"), target)
+        shutil.copy(os.path.join(run_dir, "metrics.jsonl"), target)
+        compact_file(os.path.join(target, "metrics.jsonl"))
+        with open(os.path.join(target, "thoughts.json"), "w") as f:
+            json.dump(thoughts_of(run_dir), f, indent=0)
+        print(f"kept {run_dir} in {target}")
+
+
+def draw(number, runs):
+    """Figure to plots/findingN.png, table to results/findings/findingN.md; returns the table."""
+    table, fig = FINDINGS[number][2](runs)
+    fig.tight_layout()
+    fig.savefig(os.path.join("plots", f"finding{number}.png"), dpi=80)
+    plots.plt.close(fig)
+    os.makedirs(os.path.join("results", "findings"), exist_ok=True)
+    with open(os.path.join("results", "findings", f"finding{number}.md"), "w") as f:
+        f.write(f"Finding {number}: {FINDINGS[number][0]} (drawn from {os.path.relpath(runs)})\n\n{table}\n")
+    return table
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("finding", nargs="?", choices=sorted(FINDINGS), help="the finding's number")
+    parser.add_argument("--runs", default="runs/findings", help="the folder of the run folders (default runs/findings)")
+    parser.add_argument("--parallel", type=int, default=3, help="runs at once on the GPU (default 3)")
+    parser.add_argument("--draw", action="store_true", help="only draw the figure and table from the runs there")
+    parser.add_argument("--keep", nargs="+", metavar="RUN_DIR", help="keep these runs in results/runs/findings")
+    args = parser.parse_args(argv)
+    runs, kept = os.path.abspath(args.runs), [os.path.abspath(run_dir) for run_dir in args.keep or []]
+    os.chdir(os.path.dirname(os.path.abspath(__file__)))  # presets and ragen_mini.py are found from here
+    if kept:
+        return keep(kept)
+    if args.finding is None:
+        for number, (claim, names, _) in FINDINGS.items():
+            have = [n for n in names if done(os.path.join(runs, n))]
+            print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} done in {args.runs}): "
+                  f"{', '.join(names)}")
+        return None
+    if args.parallel < 1:
+        parser.error("--parallel must be at least 1")
+    if not args.draw:
+        run_all(FINDINGS[args.finding][1], runs, args.parallel)
+    table = draw(args.finding, runs)
+    print(table)
+    return table
+
+
+if __name__ == "__main__":
+    main()
