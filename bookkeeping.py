@@ -85,9 +85,12 @@ def check_finite_weights(model, folder):
 
 
 def load_state(run_dir):
+    """RUN_DIR/checkpoint/state.pt, read as data only (weights_only=True): tensors, numbers, strings and the
+    containers that hold them. A pickle may name any function to call while it loads; one that does is
+    refused as damaged, so a run folder from someone else can never run code here."""
     path = os.path.join(run_dir, "checkpoint", "state.pt")
     try:
-        return torch.load(path, weights_only=False)
+        return torch.load(path, weights_only=True)
     except Exception as error:  # pickle, zip and torch errors alike: the file is not what torch.save wrote
         raise RunError(f"--resume {run_dir}: {path} is damaged ({type(error).__name__}: "
                        f"{str(error).splitlines()[0] if str(error) else ''}); this checkpoint cannot be resumed") from None
@@ -98,7 +101,10 @@ def latest_checkpoint(run_dir):
     state = os.path.join(run_dir, "checkpoint", "state.pt")
     if not (os.path.isfile(state) and zipfile.is_zipfile(state)):
         return None
-    iteration = torch.load(state, weights_only=False, mmap=True)["iteration"]  # mmap: tensors stay on disk
+    try:  # data only, as load_state; mmap: the tensors stay on disk
+        iteration = torch.load(state, weights_only=True, mmap=True)["iteration"]
+    except Exception:  # a file that is not what torch.save wrote here is no complete checkpoint
+        return None
     return f"{os.path.dirname(state)} (iteration {iteration})"
 
 

@@ -5,6 +5,7 @@ refused when resumed; a full disk says so and where the last complete checkpoint
 """
 import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import bookkeeping  # noqa: E402
 import ragen_mini  # noqa: E402
 import tiny  # noqa: E402
 
@@ -237,6 +239,38 @@ def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys,
     assert named in message and str(run_dir) in message
 
 
+class Payload:
+    """Pickled, it names a function for the loader to call: os.mkdir(marker), a stand-in for any code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use", ["--resume", "--eval", "latest_checkpoint", "describe_os_error"])
+def test_a_crafted_state_pt_runs_no_code(finished_run, tmp_path, capsys, use):
+    """A state.pt whose pickle would call a function is refused as damaged, and the function never runs, under
+    --resume, --eval, the end-of-run summary's look for the latest checkpoint and the OSError message."""
+    run_dir, marker = tmp_path / "run", tmp_path / "payload-ran"
+    shutil.copytree(finished_run, run_dir)
+    state = torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)
+    torch.save({**state, "iteration": Payload(str(marker))}, run_dir / "checkpoint" / "state.pt")
+    if use.startswith("--"):
+        message = exit_message([use, str(run_dir), *(["train.iterations=2"] if use == "--resume" else [])], capsys)
+        assert "state.pt" in message and "damaged" in message
+    elif use == "latest_checkpoint":
+        assert bookkeeping.latest_checkpoint(str(run_dir)) is None
+    else:
+        error = OSError(errno.ENOSPC, "No space left on device", str(run_dir / "metrics.jsonl"))
+        assert "--resume" not in bookkeeping.describe_os_error(error)
+    assert not marker.exists()
+    torch.load(run_dir / "checkpoint" / "state.pt", weights_only=False)  # the same file, loaded as a pickle...
+    assert marker.exists()  # ...runs the payload: the test's file would have run code
+
+
 @pytest.mark.parametrize("flag", ["--resume", "--eval"])
 def test_resume_or_eval_of_a_folder_that_does_not_exist(tmp_path, capsys, flag):
     message = exit_message([flag, str(tmp_path / "nope")], capsys)
@@ -282,7 +316,7 @@ def test_full_disk_while_saving_keeps_the_last_checkpoint_and_says_where(tmp_pat
     assert "disk" in message and "free" in message
     assert str(run_dir / "checkpoint") in message and "iteration 1" in message and "--resume" in message
     monkeypatch.setattr(torch, "save", real_save)
-    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=False)["iteration"] == 1
+    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 1
     assert not (run_dir / "checkpoint.tmp").exists()
 
 

@@ -1110,8 +1110,8 @@ def test_resume_gives_the_same_next_iteration(resume_runs):
         same = {k: v for k, v in line_a.items() if not k.startswith("perf/")}
         got = {k: v for k, v in line_b.items() if not k.startswith("perf/")}
         assert got == pytest.approx(same, rel=1e-6, abs=1e-9), line_a["iteration"]
-    state_a = torch.load(run_a / "checkpoint" / "state.pt", weights_only=False)
-    state_b = torch.load(run_b / "checkpoint" / "state.pt", weights_only=False)
+    state_a = torch.load(run_a / "checkpoint" / "state.pt", weights_only=True)
+    state_b = torch.load(run_b / "checkpoint" / "state.pt", weights_only=True)
     assert state_a["iteration"] == state_b["iteration"] == 2
     for name, value in state_a["critic"].items():
         assert torch.allclose(value, state_b["critic"][name], atol=1e-6), name
@@ -1259,7 +1259,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     run_b = tmp_path / "b"
     out = capsys.readouterr().out
     assert "Ctrl-C: the run stops after this iteration" in out and f"--resume {run_b}" in out
-    assert torch.load(run_b / "checkpoint" / "state.pt", weights_only=False)["iteration"] == 2
+    assert torch.load(run_b / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 2
     monkeypatch.setattr(ragen_mini, "play_episodes", real_rollout)
     ragen_mini.main(["--resume", str(run_b)])
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
