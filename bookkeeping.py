@@ -76,6 +76,21 @@ def check_resumable(run_dir, flag="--resume"):
             raise RunError(damaged.format(path, str(error).splitlines()[0])) from None
 
 
+RUN_FILES = ("config.yaml", "metrics.jsonl", "samples.md", "plots.png", "eval.jsonl", "eval_samples.md", "checkpoint",
+             "checkpoint.tmp", "checkpoint.old")  # what a run writes into its folder
+
+
+def check_no_links(run_dir):
+    """Refuse a run folder in which a file the run writes is a symbolic link: writing through it would change
+    the file it points to, anywhere on the disk (a planted checkpoint.tmp would take the checkpoint out of the
+    folder). The run's own files are never links; remove the link, or start the run in a new folder."""
+    for name in RUN_FILES:
+        path = os.path.join(run_dir, name)
+        if os.path.islink(path):
+            raise RunError(f"{path} is a symbolic link (to {os.readlink(path)}): a run writes its own files and "
+                           "never through a link. Remove the link, or choose another run_dir")
+
+
 def check_finite_weights(model, folder):
     """Flipped bytes in a weight file can still load, as NaN or inf, and only crash the first sampling."""
     for name, parameter in model.named_parameters():

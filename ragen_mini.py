@@ -40,7 +40,7 @@ from transformers import AutoModelForCausalLM
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, check_finite_weights, check_resumable, describe_os_error, drop_after_checkpoint,
+from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable, describe_os_error, drop_after_checkpoint,
                          evaluate, group_reward_std, load_state, new_run_dir, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint, write_metrics)
 from config import ConfigError, load_config, namespace
@@ -502,6 +502,7 @@ def setup(cfg_dict, resume_dir):
     # The run folder is made once the model has loaded: a start that fails there leaves nothing behind.
     run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
     os.makedirs(run_dir, exist_ok=True)
+    check_no_links(run_dir)
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)
     sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
@@ -613,6 +614,7 @@ def evaluate_saved_actor(run_dir, overrides):
     run's config and the overrides (eval.k=4 adds pass@4). Prints the metrics and appends them, with the
     checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to RUN_DIR/eval_samples.md."""
     check_resumable(run_dir, flag="--eval")
+    check_no_links(run_dir)
     cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), overrides))
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)

@@ -347,3 +347,28 @@ def test_every_preset_passes_the_config_checks(preset):
     """A preset with a misspelt key or an impossible setting would stop its own command: none does."""
     cfg = ragen_mini.namespace(ragen_mini.load_config(str(ROOT / "configs" / preset), []))
     assert cfg.rollout.groups * cfg.rollout.group_size >= cfg.algo.mini_batch_size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["config.yaml", "metrics.jsonl", "samples.md", "checkpoint", "checkpoint.tmp"])
+def test_a_run_never_writes_through_a_link(tmp_path, capsys, name):
+    """A new run in a folder where a file it writes is a symbolic link stops with a message naming the link,
+    and the file the link points to is left as it was."""
+    run_dir, target = tmp_path / "run", tmp_path / "elsewhere"
+    run_dir.mkdir()
+    target.write_text("someone else's file")
+    (run_dir / name).symlink_to(target)
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
+    assert f"{run_dir / name} is a symbolic link" in message
+    assert target.read_text() == "someone else's file"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["eval.jsonl", "eval_samples.md"])
+def test_eval_never_writes_through_a_link(finished_run, tmp_path, capsys, name):
+    run_dir, target = tmp_path / "run", tmp_path / "elsewhere"
+    shutil.copytree(finished_run, run_dir)
+    target.write_text("someone else's file")
+    (run_dir / name).symlink_to(target)
+    message = exit_message(["--eval", str(run_dir)], capsys)
+    assert f"{run_dir / name} is a symbolic link" in message and target.read_text() == "someone else's file"
