@@ -24,23 +24,29 @@ from rollout import LLMPolicy, play_episodes
 
 
 class CtrlC:
-    """The first Ctrl-C lets the current iteration finish, saves a checkpoint and stops the run (resuming
-    then equals not stopping); a second one quits at once, as Python's own KeyboardInterrupt."""
+    """The first Ctrl-C, or a SIGTERM or SIGHUP (what a cluster scheduler sends at the end of a job, and a closed
+    terminal), lets the current iteration finish, saves a checkpoint and stops the run (resuming then equals not
+    stopping); a second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others as they would
+    without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a shell reports it)."""
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
-        self.pressed = False
+        self.pressed, self.signum = False, None
 
     def __enter__(self):
-        self.previous = signal.signal(signal.SIGINT, self.press)
+        self.previous = {signum: signal.signal(signum, self.press) for signum in self.SIGNALS}
         return self
 
     def press(self, signum, frame):
-        self.pressed = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        tqdm.write("Ctrl-C: the run stops after this iteration, with a checkpoint. Ctrl-C again quits at once.")
+        self.pressed, self.signum = True, signum
+        for other in self.SIGNALS:
+            signal.signal(other, signal.default_int_handler if other == signal.SIGINT else signal.SIG_DFL)
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        tqdm.write(f"{name}: the run stops after this iteration, with a checkpoint. Ctrl-C again quits at once.")
 
     def __exit__(self, *exception):
-        signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 class RunError(Exception):

@@ -151,10 +151,11 @@ def check_config(cfg):
         (e["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
         (cfg["warmup"]["batch_size"] >= 1, "warmup.batch_size must be >= 1"),
         (cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
-        (r["mi_groups"] >= 0, "rollout.mi_groups must be >= 0 (0 = off)"),
-        (cfg["warmup"]["thought_tokens"] >= 1 and (cfg["warmup"]["thoughts"] == "none" or cfg["warmup"]["steps"] == 0
-                                                    or cfg["warmup"]["thought_tokens"] < r["max_new_tokens"]),
-         "warmup.thought_tokens must be >= 1 and below rollout.max_new_tokens (the answer comes after the thought)"),
+        (r["mi_groups"] == 0 or r["mi_groups"] >= 2, "rollout.mi_groups must be 0 (off) or >= 2 (prompts to compare)"),
+        (cfg["warmup"]["thought_tokens"] >= 1, "warmup.thought_tokens must be >= 1"),
+        (cfg["warmup"]["thought_loss"] or not cfg["warmup"]["env_text"],
+         "warmup.env_text=true trains on every token after the first answer, thoughts included: it needs "
+         "warmup.thought_loss=true"),
         (cfg["warmup"]["thought_temperature"] > 0, "warmup.thought_temperature must be > 0"),
         (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
         (a["grad_clip"] > 0, "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),

@@ -6,8 +6,8 @@ draw its figure and table from the run folders (docs/findings.md holds the verdi
     python findings.py 1 --parallel 2          # how many runs share the GPU (3 fit an 80 GB card)
     python findings.py 1 --draw --runs results/runs/findings   # draw only, from the kept runs
 
-Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run whose metrics end with its final
-evaluation is done and is not run again. The figure goes to plots/findingN.png, the table to
+Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run that ended normally is marked
+done (NAME.done) and is not run again. The figure goes to plots/findingN.png, the table to
 results/findings/findingN.md (and the screen). Findings 1, 4 and 5 share the Sokoban runs; Finding 3 reads
 them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same evaluation
 seeds each time), kept as thoughts.json by --keep:
@@ -15,6 +15,7 @@ seeds each time), kept as thoughts.json by --keep:
     python findings.py --keep runs/findings/*  # config, compacted metrics and thoughts into results/runs/findings
 """
 import argparse
+import ast
 import json
 import os
 import re
@@ -73,7 +74,13 @@ def read(run_dir):
 
 
 def done(run_dir):
-    """A run is done when its last metrics row holds an evaluation after iteration 0 (the final one)."""
+    """run_all marks a run that ended normally with RUN_DIR.done beside its folder: a run that crashed right
+    after an evaluation has metrics that look finished, but no mark."""
+    return os.path.exists(os.path.normpath(run_dir) + ".done")
+
+
+def has_results(run_dir):
+    """Its metrics end with an evaluation after iteration 0 (what the figures and tables need)."""
     rows = read(run_dir)
     return bool(rows) and rows[-1]["iteration"] > 0 and "eval/success" in rows[-1]
 
@@ -160,7 +167,7 @@ def thoughts_of(run_dir):
                 out[title][seed] = []
             elif line.startswith("- turn ") and title:
                 match = re.match(r"- turn \d+: think (.*) -> actions ", line)
-                out[title][seed].append(eval(match.group(1)) if match else "")  # the repr() bookkeeping wrote
+                out[title][seed].append(ast.literal_eval(match.group(1)) if match else "")  # bookkeeping's repr()
     return out
 
 
@@ -296,7 +303,8 @@ def command(name, run_dir):
 
 
 def run_all(names, runs, parallel):
-    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log."""
+    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks one
+    that ended normally."""
     todo = [n for n in names if not done(os.path.join(runs, n))]
     os.makedirs(runs, exist_ok=True)
     running = []
@@ -311,6 +319,8 @@ def run_all(names, runs, parallel):
         time.sleep(5)
         for name, process in [r for r in running if r[1].poll() is not None]:
             running.remove((name, process))
+            if process.returncode == 0:
+                open(os.path.join(runs, f"{name}.done"), "w").close()
             print(f"{name}: {'done' if process.returncode == 0 else f'failed ({process.returncode}): see {name}.log'}",
                   flush=True)
 
@@ -354,8 +364,8 @@ def main(argv=None):
         return keep(kept)
     if args.finding is None:
         for number, (claim, names, _) in FINDINGS.items():
-            have = [n for n in names if done(os.path.join(runs, n))]
-            print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} done in {args.runs}): "
+            have = [n for n in names if has_results(os.path.join(runs, n))]
+            print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} with results in {args.runs}): "
                   f"{', '.join(names)}")
         return None
     if args.parallel < 1:

@@ -47,7 +47,7 @@ from config import ConfigError, load_config, namespace
 from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
 from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thoughts_policy, play_episodes, random_policy,
-                     thought_lengths)
+                     thought_length)
 
 
 # ======================================================================================================
@@ -186,10 +186,11 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
 
 
 @torch.no_grad()
-def thought_mutual_information(actor, chat, trajectories, cfg, device):
+def measure_thought_mi(actor, chat, trajectories, cfg, device):
     """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
-    the first rollout.mi_groups groups, scored under every one of those groups' first prompts, M x M rows.
-    Nothing without rollout.think or with fewer than two groups."""
+    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those groups'
+    first prompts, M x M rows. The thought is the reply's tokens before its closing tag (rollout.thought_length),
+    as sampled, whether or not the reply kept the format. Nothing without rollout.think or with one group."""
     firsts = {}
     for t in trajectories:
         firsts.setdefault(t.group, t)
@@ -201,7 +202,7 @@ def thought_mutual_information(actor, chat, trajectories, cfg, device):
         start = t.sampled.index(1)  # the first reply starts after the first prompt
         end = start + t.sampled[start:].index(0) if 0 in t.sampled[start:] else len(t.ids)
         prompts.append(t.ids[:start])
-        thoughts.append(t.ids[start:start + thought_lengths(t.ids[start:end], chat.tokenizer)])
+        thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
     pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
              for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
     batch = collate(pairs, chat.pad_id, device)
@@ -347,7 +348,7 @@ def format_warmup(actor, sampler, chat, cfg, device, decoder=None):
     total = torch.tensor(float("nan"))
     for transcripts in tqdm(warmup_transcripts(sampler, chat, cfg, rng, decoder), total=cfg.warmup.steps, desc="format warm-up",
                             leave=False):
-        if not cfg.warmup.thought_loss:
+        if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
             for t in transcripts:
                 t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
         batch = collate(transcripts, chat.pad_id, device)
@@ -390,7 +391,7 @@ def warmup_transcripts(sampler, chat, cfg, rng, decoder=None):
 
 def without_thoughts(ids, sampled, tokenizer):
     """`sampled` with each reply's thought tokens set to 0: the loss then covers only the format tokens, from
-    the closing tag on (rollout.thought_lengths finds where a reply's thought ends). -> a new list.
+    the closing tag on (rollout.thought_length finds where a reply's thought ends). -> a new list.
 
         a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ... -> 0 0 0 0 1 1 ...
     """
@@ -402,7 +403,7 @@ def without_thoughts(ids, sampled, tokenizer):
         end = i
         while end < len(out) and out[end]:
             end += 1
-        thought = thought_lengths(ids[i:end], tokenizer)
+        thought = thought_length(ids[i:end], tokenizer)
         out[i:i + thought] = [0] * thought
         i = end
     return out
@@ -436,7 +437,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
         metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
         if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
-            metrics.update(thought_mutual_information(run.actor, run.chat, trajectories, cfg, run.device))
+            metrics.update(measure_thought_mi(run.actor, run.chat, trajectories, cfg, run.device))
             metrics["perf/thought_mi_s"] = clock.lap()
 
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
@@ -663,8 +664,8 @@ def main(argv=None):
         cfg = load_config(os.path.join(args.resume, "config.yaml") if args.resume else args.config, overrides)
         with CtrlC() as ctrl_c:
             run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
-        if ctrl_c.pressed:
-            raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"; the summary says how to resume
+        if ctrl_c.pressed:  # the summary says how to resume
+            raise SystemExit(128 + ctrl_c.signum)  # the shell's code for "stopped by that signal": 130 for Ctrl-C
         return run_dir
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None

@@ -366,6 +366,7 @@ def thought_prompt(context, cfg):
         <|im_start|>assistant\n"
     """
     line = " " + format_line(cfg)
+    assert context.endswith(answer_prefix(cfg)) and line in context, "not a context of the paper's prompt"
     head, _, tail = context[:-len(answer_prefix(cfg))].rpartition(line)
     return head.replace(line, "") + " " + THOUGHT_QUESTION + tail
 
@@ -378,10 +379,12 @@ def clean_thought(text):
     'The box is left of me.'
     >>> clean_thought("<think>go up\n###")
     'go up'
+    >>> clean_thought("Move 2.5 steps left. Then")
+    'Move 2.5 steps left.'
     """
     text = text.strip().removeprefix("<think>").split("<")[0].split("\n")[0].strip()
-    end = max(text.rfind(mark) for mark in ".!?")
-    return text[:end + 1] if end > 0 else text
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s|$)", text)]  # "2.5" ends no sentence
+    return text[:ends[-1]] if ends else text
 
 
 def echoes(thought, prompt):
@@ -398,12 +401,14 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
     when asked about the state without the format line (thought_prompt, sampled at warmup.thought_temperature,
     its first warmup.thought_tokens tokens kept), then a uniformly random valid action, closed by the
     end-of-turn token. The thought is the model's own, never a plan: the answer does not follow from it, so
-    success stays at the random policy's. A thought of fewer than five words (a grid row, an empty line), or one
-    that repeats a sentence of its prompt ("You have 10 actions left."), is sampled again, up to `tries` times. Reply ids: the thought's, then the format's (" </think><answer>Up
-    </answer>" and the end-of-turn id), tokenized apart, so the format starts at the reply's first token that
-    holds "<". `decoder`: the rollout's static decoder, if any (it samples rollout.max_new_tokens at most)."""
+    success stays at the random policy's. A thought of fewer than five words (a grid row, an empty line), or
+    one that repeats a sentence of its prompt ("You have 10 actions left."), is sampled again, up to `tries`
+    times; the last try is kept as it is. Reply ids: the thought's, then the format's
+    (" </think><answer>Up</answer>" and the end-of-turn id), tokenized apart, so the format starts at the
+    reply's first token that holds "<"; the thought is cut so that the reply fits rollout.max_new_tokens.
+    `decoder`: the rollout's static decoder, if any, which samples up to rollout.max_new_tokens (cut after)."""
     tokenizer, env = chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
-    sampling = copy.deepcopy(cfg)  # transformers' generate stops at the thought's limit
+    sampling = copy.deepcopy(cfg)  # transformers' generate (no decoder) stops at the thought's limit
     sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
 
     def policy(contexts):
@@ -421,18 +426,20 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
         replies = []
         for thought in thoughts:
             actions = " || ".join(random_turn_actions(rng, env.actions, actions_per_turn(env, cfg)))
-            replies.append(tokenizer(" " + thought, add_special_tokens=False)["input_ids"]
-                           + tokenizer(f" </think><answer>{actions}</answer>", add_special_tokens=False)["input_ids"]
-                           + [chat.end_of_turn_id])
+            answer = tokenizer(f" </think><answer>{actions}</answer>", add_special_tokens=False)["input_ids"]
+            room = max(0, cfg.rollout.max_new_tokens - len(answer) - 1)
+            replies.append(tokenizer(" " + thought, add_special_tokens=False)["input_ids"][:room]
+                           + answer + [chat.end_of_turn_id])
         return replies
 
     return policy
 
 
-def thought_lengths(reply_ids, tokenizer):
+def thought_length(reply_ids, tokenizer):
     """How many of a reply's first tokens are its thought: those before the first token that holds "<" (the
     closing tag; a thought of the own-thoughts teacher holds none), less the blank tokens just before it.
-    -> int; the whole reply, less its trailing blanks, when no token holds "<"."""
+    -> int; the whole reply, less its trailing blanks, when no token holds "<" (a reply cut by
+    max_new_tokens). A thought that writes "<" itself ("x<y") counts up to there."""
     tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))
     end = next((i for i, token in enumerate(tokens) if "<" in token), len(tokens))
     while end > 0 and not tokenizer.decode(reply_ids[end - 1:end]).strip():

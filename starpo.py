@@ -451,8 +451,9 @@ def thought_mutual_information(logp):
 
         I = mean_j [ log p(r_j | x_j) - log mean_i p(r_j | x_i) ],
 
-    which is 0 when each thought is as likely under every prompt (one template for all states) and reaches
-    log M when each thought fits its own prompt alone. Low entropy with a high I is one confident answer per
+    which is 0 when each thought is as likely under every prompt (one template for all states, or no thoughts
+    at all) and reaches log M when each thought fits its own prompt alone. An estimate from M samples, it can
+    come out slightly below 0. Low entropy with a high I is one confident answer per
     state; low entropy with I near 0 is template collapse.
 
     >>> round(float(thought_mutual_information(torch.tensor([[0.0, -50.0], [-50.0, 0.0]]))), 4)  # log 2

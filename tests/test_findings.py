@@ -96,9 +96,17 @@ def test_run_all_runs_what_is_not_done_and_keeps_what_is(tmp_path, monkeypatch):
     monkeypatch.setattr(findings, "command", lambda name, run_dir: [sys.executable, "-c", script, f"run_dir={run_dir}"])
     monkeypatch.setattr(findings.time, "sleep", lambda seconds: None)
     write_run(tmp_path / "a", [{"iteration": 5, "eval/success": 0.9}])  # done: not run again
-    write_run(tmp_path / "b", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 1}])  # cut short: run again
+    (tmp_path / "a.done").touch()
+    write_run(tmp_path / "b", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 20, "eval/success": 0.2}])  # crashed
     findings.run_all(["a", "b", "c"], str(tmp_path), parallel=2)
     assert findings.read(str(tmp_path / "a")) == [{"iteration": 5, "eval/success": 0.9}]
     for name in ("b", "c"):
         assert findings.read(str(tmp_path / name)) == [{"iteration": 3, "eval/success": 0.5}]
-        assert (tmp_path / f"{name}.log").exists()
+        assert (tmp_path / f"{name}.log").exists() and findings.done(str(tmp_path / name))
+
+
+def test_a_failed_run_is_not_marked_done(tmp_path, monkeypatch):
+    monkeypatch.setattr(findings, "command", lambda name, run_dir: [sys.executable, "-c", "raise SystemExit(3)"])
+    monkeypatch.setattr(findings.time, "sleep", lambda seconds: None)
+    findings.run_all(["x"], str(tmp_path), parallel=1)
+    assert not findings.done(str(tmp_path / "x"))

@@ -19,7 +19,7 @@ import starpo  # noqa: E402
 from rollout import Trajectory, Turn  # noqa: E402
 
 CPU = torch.device("cpu")
-SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=3", "rollout.group_size=2", "rollout.max_new_tokens=12",
+SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=3", "rollout.group_size=2", "rollout.max_new_tokens=40",
          "rollout.max_context=1024", "env.name=sokoban", "env.max_turns=2", "algo.mini_batch_size=2",
          "algo.micro_batch_size=2", "warmup.steps=2", "warmup.batch_size=3", "warmup.thoughts=own",
          "warmup.thought_tokens=8", "checkpoint.every=0"]
@@ -66,11 +66,11 @@ def test_clean_thought(text, thought):
     assert rollout.clean_thought(text) == thought
 
 
-def test_thought_lengths_stops_at_the_first_token_holding_a_tag(tok_actor):
+def test_thought_length_stops_at_the_first_token_holding_a_tag(tok_actor):
     tok, _ = tok_actor
     thought, rest = encode(tok, " go up"), encode(tok, " </think><answer>Up</answer>")
-    assert rollout.thought_lengths(thought + rest, tok) == len(thought)
-    assert rollout.thought_lengths(thought, tok) == len(thought)  # a reply that never closes: all thought
+    assert rollout.thought_length(thought + rest, tok) == len(thought)
+    assert rollout.thought_length(thought, tok) == len(thought)  # a reply that never closes: all thought
 
 
 # ---- the teacher: the model's own thoughts, then a random answer ----------------------------------------------
@@ -174,29 +174,31 @@ def test_thought_metrics_on_hand_built_trajectories():
 
 
 def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
-    """ragen_mini.thought_mutual_information against a plain forward per (prompt, thought) pair."""
+    """ragen_mini.measure_thought_mi against a plain forward per (prompt, thought) pair, on hand-placed thoughts."""
     tok, actor = tok_actor
     cfg = ns("rollout.mi_groups=2")
     chat = rollout.chat_format(tok)
-    torch.manual_seed(1)
-    trajectories = rollout.play_episodes(rollout.LLMPolicy(actor, chat, cfg, 1.0), chat, cfg, [5, 5, 6, 6, 7, 7],
-                                         [0, 0, 1, 1, 2, 2])
-    pairs = []
-    for t in (trajectories[0], trajectories[2]):  # the first trajectory of the first two groups
-        start = t.sampled.index(1)
-        end = start + t.sampled[start:].index(0) if 0 in t.sampled[start:] else len(t.ids)
-        pairs.append((t.ids[:start], t.ids[start:start + rollout.thought_lengths(t.ids[start:end], tok)]))
-    logp = torch.zeros(2, 2)
+    thoughts = [encode(tok, " go up"), encode(tok, " the box is left of me")]
+    answer = encode(tok, " </think><answer>Up</answer>") + [chat.end_of_turn_id]
+    trajectories, prompts = [], []
+    for group, (seed, thought) in enumerate(zip((5, 6, 7), thoughts + [thoughts[0]])):
+        env = rollout.make_env("sokoban")
+        prompt = encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
+        prompts.append(prompt)
+        for _ in range(2):  # two trajectories a group: the first one's thought counts
+            trajectories.append(Trajectory(seed=seed, group=group, ids=prompt + thought + answer,
+                                           sampled=[0] * len(prompt) + [1] * (len(thought) + len(answer))))
+    logp = torch.zeros(2, 2)  # the first mi_groups = 2 groups
     with torch.no_grad():
-        for i, (prompt, _) in enumerate(pairs):
-            for j, (_, thought) in enumerate(pairs):
-                logits = actor(torch.tensor([prompt + thought])).logits[0].float()
+        for i in range(2):
+            for j in range(2):
+                logits = actor(torch.tensor([prompts[i] + thoughts[j]])).logits[0].float()
                 logprobs = torch.log_softmax(logits / cfg.rollout.temperature, dim=-1)
-                logp[i, j] = sum(logprobs[len(prompt) - 1 + k, token] for k, token in enumerate(thought))
+                logp[i, j] = sum(logprobs[len(prompts[i]) - 1 + k, token] for k, token in enumerate(thoughts[j]))
     expected = float(starpo.thought_mutual_information(logp))
-    got = ragen_mini.thought_mutual_information(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
-    assert got == pytest.approx(expected, abs=1e-3)
-    assert ragen_mini.thought_mutual_information(actor, chat, trajectories, ns("rollout.mi_groups=1"), CPU) == {}
+    got = ragen_mini.measure_thought_mi(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
+    assert got == pytest.approx(expected, abs=1e-3) and abs(expected) > 1e-3
+    assert ragen_mini.measure_thought_mi(actor, chat, trajectories[:2], cfg, CPU) == {}  # one group: nothing to compare
 
 
 def test_the_docstring_examples_of_the_rollout_hold():

@@ -73,7 +73,8 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
             assert IM_START not in reply
             if kind == "own_thoughts_policy":  # " thought </think><answer>Dragon</answer>" then the end-of-turn token
                 text = tokenizer.decode(reply)
-                assert reply[-1] == IM_END and re.fullmatch(r" [^<]* </think><answer>(Dragon|Phoenix)</answer><\|im_end\|>", text)
+                # the thought is cut to fit rollout.max_new_tokens (6 here: nothing of it is left)
+                assert reply[-1] == IM_END and re.fullmatch(r"( [^<]*)? </think><answer>(Dragon|Phoenix)</answer><\|im_end\|>", text)
                 kept = ragen_mini.without_thoughts(t.ids, t.sampled, tokenizer)  # the loss without warmup.thought_loss
                 assert tokenizer.decode([i for i, k in zip(t.ids, kept) if k]) == text[text.index(" </think>"):]
             elif IM_END in reply:
@@ -186,3 +187,23 @@ def test_gguf_conversion_without_gguf_names_it(tmp_path, monkeypatch):
 def test_gguf_missing_file_names_the_path(tmp_path, monkeypatch):
     message = _config_error(tmp_path, monkeypatch, "model.name=/nonexistent/x.gguf")
     assert "/nonexistent/x.gguf" in message
+
+
+def test_the_warmups_format_only_mask_on_smollm2s_tokenizer():
+    """warmup.thought_loss=false on SmolLM2's own tokenizer: of two replies with their thoughts, only
+    " </think><answer>...</answer><|im_end|>" is trained, typed out here; the thought ends where the tag starts."""
+    cfg = namespace(load_config(str(ROOT / "configs" / "smollm2.yaml")))
+    tok = AutoTokenizer.from_pretrained(models.converted_folder(models.gguf_file(cfg.model.name)))
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    prompt, env = ids("<|im_start|>user\nState:\n#P_#<|im_end|>\n<|im_start|>assistant\n<think>"), ids("\nReward:\n-0.1\n")
+    thought1, thought2 = ids(" The box is left of me, so I push it."), ids(" Up is a wall.")
+    answer1, answer2 = ids(" </think><answer>Left</answer>") + [IM_END], ids(" </think><answer>Down || Up</answer>") + [IM_END]
+    sequence = prompt + thought1 + answer1 + env + thought2 + answer2
+    sampled = [0] * len(prompt) + [1] * len(thought1 + answer1) + [0] * len(env) + [1] * len(thought2 + answer2)
+    kept = ragen_mini.without_thoughts(sequence, sampled, tok)
+    assert tok.decode([i for i, k in zip(sequence, kept) if k]) == (
+        " </think><answer>Left</answer><|im_end|> </think><answer>Down || Up</answer><|im_end|>")
+    assert rollout.thought_length(thought1 + answer1, tok) == len(thought1)

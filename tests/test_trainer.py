@@ -1275,6 +1275,30 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_save_like_ctrl_c(tmp_path, monkeypatch, capsys, signum):
+    """A scheduler's SIGTERM (or a closed terminal's SIGHUP) during iteration 2 of 3: iteration 2 finishes and is
+    saved though checkpoint.every is 0, the exit code is 128 + the signal's number, and every handler is given back."""
+    real_rollout, calls = ragen_mini.play_episodes, []
+
+    def rollout_signalling(policy, chat, cfg, seeds, group_ids):
+        calls.append(len(seeds))
+        if calls.count(8) == 2 and len(seeds) == 8:  # the second training rollout (P x N = 2 x 4)
+            os.kill(os.getpid(), signum)
+            time.sleep(0.05)
+        return real_rollout(policy, chat, cfg, seeds, group_ids)
+
+    monkeypatch.setattr(ragen_mini, "play_episodes", rollout_signalling)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    with pytest.raises(SystemExit) as stopped:
+        run_main(tmp_path, "env.name=sokoban", "warmup.steps=0", "checkpoint.every=0", "eval.every=0", "train.iterations=3")
+    assert stopped.value.code == 128 + signum
+    assert f"{signal.Signals(signum).name}: the run stops after this iteration" in capsys.readouterr().out
+    assert torch.load(tmp_path / "run" / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 2
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+@pytest.mark.slow
 def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, capsys):
     """--eval RUN_DIR eval.k=3: k rollouts per evaluation seed with the saved actor; eval/success is their
     mean and eval/pass@3 the fraction of seeds solved at least once, both recomputed here from the
