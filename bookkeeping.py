@@ -97,6 +97,59 @@ def check_no_links(run_dir):
                            "never through a link. Remove the link, or choose another run_dir")
 
 
+def check_not_a_run(run_dir, overwrite):
+    """A new run never starts over in a folder that holds another run's files, unless overwrite=true.
+    -> the names of those files, which the new run removes (remove_run_files) once it holds the folder's lock."""
+    held = [name for name in RUN_FILES if os.path.lexists(os.path.join(run_dir, name))]
+    if held and not overwrite:
+        raise RunError(f"run_dir={run_dir} already holds a run ({', '.join(held)}): continue it with python ragen_mini.py "
+                       f"--resume {run_dir}, choose another run_dir, or start over in it with overwrite=true")
+    return held
+
+
+def remove_run_files(run_dir, names):
+    for name in names:
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def take_lock(run_dir):
+    """RUN_DIR/lock holds the process id of the run that writes there: a second process is refused while the
+    first lives; a lock left by a process that has ended (a crash, a kill) is taken over. release_lock ends it."""
+    path = os.path.join(run_dir, "lock")
+    while True:
+        try:
+            with open(path, "x") as f:  # "x": created here, or FileExistsError; never two owners
+                f.write(str(os.getpid()))
+            return
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    owner = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                owner = 0
+            if owner and owner != os.getpid() and process_lives(owner):
+                raise RunError(f"{run_dir} is in use by another run (process {owner}): wait for it to end, or "
+                               "choose another run_dir") from None
+            os.remove(path)  # the owner has ended: the lock is stale
+
+
+def process_lives(pid):
+    try:
+        os.kill(pid, 0)  # signal 0 sends nothing: it asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def release_lock(run_dir):
+    path = os.path.join(run_dir, "lock")
+    if os.path.exists(path):
+        os.remove(path)
+
+
 def check_finite_weights(model, folder):
     """Flipped bytes in a weight file can still load, as NaN or inf, and only crash the first sampling."""
     for name, parameter in model.named_parameters():

@@ -40,9 +40,10 @@ from transformers import AutoModelForCausalLM
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable, describe_os_error, drop_after_checkpoint,
-                         evaluate, group_reward_std, load_state, new_run_dir, report_zero_signal, rollout_metrics,
-                         run_summary, save_checkpoint, write_metrics)
+from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_not_a_run, check_resumable,
+                         describe_os_error, drop_after_checkpoint, evaluate, group_reward_std, load_state, new_run_dir,
+                         release_lock, remove_run_files, report_zero_signal, rollout_metrics, run_summary,
+                         save_checkpoint, take_lock, write_metrics)
 from config import ConfigError, load_config, namespace
 from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
@@ -460,6 +461,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
+    release_lock(run.run_dir)
     gc.unfreeze()  # what the run leaves behind may be collected again
     if not bench:
         print(run_summary(run.run_dir, time.time() - run.started))
@@ -504,6 +506,9 @@ def setup(cfg_dict, resume_dir):
     run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
     os.makedirs(run_dir, exist_ok=True)
     check_no_links(run_dir)
+    old_run = [] if resume_dir else check_not_a_run(run_dir, cfg.overwrite)
+    take_lock(run_dir)  # one process per run folder
+    remove_run_files(run_dir, old_run)  # overwrite=true: nothing of the old run mixes into the new one
     with open(os.path.join(run_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg_dict, f, sort_keys=False)
     sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
@@ -538,8 +543,6 @@ def setup(cfg_dict, resume_dir):
               generator=torch.Generator().manual_seed(cfg.seed), decoder=decoder, start=1)
     if resume_dir:
         restore(run, load_state(run_dir))
-    elif os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
-        os.remove(os.path.join(run_dir, "metrics.jsonl"))
     if run.start > cfg.train.iterations:
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")

@@ -16,8 +16,8 @@ import ragen_mini  # noqa: E402
 from config import load_config  # noqa: E402
 
 B, T = 64, 870  # the tiny GPU preset's micro-batch: 64 trajectories of up to ~870 tokens
-overrides = ["model.name=tiny", "eval.every=0", "checkpoint.every=0", "run_dir=/tmp/count_update_ops", "warmup.steps=0",
-             "env.name=sokoban", f"algo.mini_batch_size={B}", f"algo.micro_batch_size={B}", "algo.ppo_epochs=1",
+overrides = ["model.name=tiny", "eval.every=0", "checkpoint.every=0", "run_dir=/tmp/count_update_ops", "overwrite=true",
+             "warmup.steps=0", "env.name=sokoban", f"algo.mini_batch_size={B}", f"algo.micro_batch_size={B}", "algo.ppo_epochs=1",
              *sys.argv[1:]]
 run = ragen_mini.setup(load_config(os.path.join(ROOT, "configs", "tiny-gpu.yaml"), overrides), None)
 for name, model in (("actor", run.actor), ("critic", run.critic)):  # fused AdamW, as on a GPU

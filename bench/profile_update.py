@@ -85,7 +85,7 @@ parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 overrides = ([] if args.config else ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128",
                                      "rollout.min_new_tokens=128"])
-overrides += ["eval.every=0", "checkpoint.every=0", "run_dir=/tmp/profile_update"]
+overrides += ["eval.every=0", "checkpoint.every=0", "run_dir=/tmp/profile_update", "overwrite=true"]
 overrides += ["warmup.steps=0", "rollout.cache=dynamic"] if args.synthetic else []  # no sampling at all
 run = ragen_mini.setup(load_config(args.config, overrides + args.overrides), None)
 cfg = run.cfg

@@ -377,3 +377,33 @@ def test_eval_never_writes_through_a_link(finished_run, tmp_path, capsys, name):
     (run_dir / name).symlink_to(target)
     message = exit_message(["--eval", str(run_dir)], capsys)
     assert f"{run_dir / name} is a symbolic link" in message and target.read_text() == "someone else's file"
+
+
+@pytest.mark.slow
+def test_a_new_run_never_starts_over_in_another_runs_folder(finished_run, tmp_path, capsys):
+    """run_dir naming an existing run is refused, naming --resume and overwrite=true, and the run is left as it
+    was; with overwrite=true the new run starts over and nothing of the old one is left."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    (run_dir / "samples.md").write_text("# the old run's samples\n")
+    before = (run_dir / "metrics.jsonl").read_text()
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
+    assert f"--resume {run_dir}" in message and "overwrite=true" in message
+    assert (run_dir / "metrics.jsonl").read_text() == before and not (run_dir / "lock").exists()
+    ragen_mini.main(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}", "overwrite=true", "eval.every=0"])
+    assert not (run_dir / "samples.md").exists() and not (run_dir / "checkpoint.old").exists()  # nothing of the old run
+    assert [json.loads(line)["iteration"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()] == [1]
+
+
+@pytest.mark.slow
+def test_a_second_process_on_one_run_folder_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "lock").write_text(str(os.getppid()))  # a live process that is not this one
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
+    assert f"process {os.getppid()}" in message and "in use" in message
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # its process id now names no process
+    (run_dir / "lock").write_text(str(ended.pid))
+    ragen_mini.main(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"])
+    assert (run_dir / "metrics.jsonl").exists() and not (run_dir / "lock").exists()  # released at the end
