@@ -2,6 +2,7 @@
 evaluation, checkpoints, the run folder, what a resumed run forgets, the summary a run ends with, what
 Ctrl-C does, and the messages for damaged files and full disks. ragen_mini.train() and main() call these.
 """
+import contextlib
 import errno
 import glob
 import itertools
@@ -63,6 +64,9 @@ def check_resumable(run_dir, flag="--resume"):
                "again, or resume from a copy of the run folder made before the damage.")
     if not os.path.isdir(run_dir):
         raise RunError(f"{flag} {run_dir}: no such folder")
+    mended = recover_checkpoint(run_dir)
+    if mended:
+        tqdm.write(mended)
     if not os.path.isfile(os.path.join(run_dir, "config.yaml")):
         raise RunError(f"{flag} {run_dir}: {os.path.join(run_dir, 'config.yaml')} is missing; a run folder "
                        "keeps the config it was started with, and a resumed run needs it")
@@ -379,26 +383,59 @@ def evaluate(model, chat, cfg, title, samples_path, decoder=None):
 def save_checkpoint(run, iteration):
     """RUN_DIR/checkpoint: actor/ (from_pretrained-loadable, with the tokenizer), reference/, and state.pt
     with the critic, the optimisers and every random state. Written beside the last one and swapped in
-    only when complete."""
+    only when complete. Ctrl-C, SIGTERM and SIGHUP wait until the save is done (held_signals): a second
+    Ctrl-C cannot cut it in half. A kill can: recover_checkpoint mends what it leaves."""
     path = os.path.join(run.run_dir, "checkpoint")
     tmp, old = path + ".tmp", path + ".old"
-    for leftover in (tmp, old):  # from a run that crashed while saving
-        shutil.rmtree(leftover, ignore_errors=True)
+    with held_signals():
+        for leftover in (tmp, old):  # from a run that crashed while saving
+            shutil.rmtree(leftover, ignore_errors=True)
+        try:
+            run.actor.save_pretrained(os.path.join(tmp, "actor"))
+            run.chat.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
+            if run.reference is not None:
+                run.reference.save_pretrained(os.path.join(tmp, "reference"))
+            torch.save(dict(iteration=iteration,
+                            critic=run.critic.state_dict() if run.critic is not None else None,
+                            optimizers={name: opt.state_dict() for name, opt in run.optimizers.items()},
+                            rng=dict(numpy=run.seed_rng.bit_generator.state, torch=torch.get_rng_state(),
+                                     cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                                     generator=run.generator.get_state())), os.path.join(tmp, "state.pt"))
+        except Exception as error:  # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise save_failed(run.run_dir, tmp, error) from None
+        if os.path.isdir(path):  # swap in only a complete checkpoint
+            os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def held_signals():
+    """Ctrl-C, SIGTERM and SIGHUP that come inside the block are held, not lost: the first one acts when the
+    block ends, through the handler that was there before (a handler of our own, not a blocked signal mask,
+    since the OS may hand a signal to any of torch's threads)."""
+    came = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: came.append(signum)) for signum in CtrlC.SIGNALS}
     try:
-        run.actor.save_pretrained(os.path.join(tmp, "actor"))
-        run.chat.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
-        if run.reference is not None:
-            run.reference.save_pretrained(os.path.join(tmp, "reference"))
-        torch.save(dict(iteration=iteration,
-                        critic=run.critic.state_dict() if run.critic is not None else None,
-                        optimizers={name: opt.state_dict() for name, opt in run.optimizers.items()},
-                        rng=dict(numpy=run.seed_rng.bit_generator.state, torch=torch.get_rng_state(),
-                                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                                 generator=run.generator.get_state())), os.path.join(tmp, "state.pt"))
-    except Exception as error:  # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise save_failed(run.run_dir, tmp, error) from None
-    if os.path.isdir(path):  # swap in only a complete checkpoint
-        os.rename(path, old)
-    os.rename(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in came[:1]:
+            signal.raise_signal(signum)
+
+
+def recover_checkpoint(run_dir):
+    """Mend what a save killed between its two renames leaves behind: no RUN_DIR/checkpoint, but a complete
+    checkpoint.tmp (the newer, written in full before the renames) or checkpoint.old, which becomes the
+    checkpoint. A copy is complete when its state.pt, written last, is a whole zip. -> what was done, or None."""
+    path = os.path.join(run_dir, "checkpoint")
+    if os.path.lexists(path):
+        return None
+    for candidate in (path + ".tmp", path + ".old"):
+        state = os.path.join(candidate, "state.pt")
+        if not os.path.islink(candidate) and os.path.isfile(state) and zipfile.is_zipfile(state):
+            os.rename(candidate, path)
+            return f"{run_dir}: the last save was cut short; its complete copy {os.path.basename(candidate)} is the checkpoint now"
+    return None

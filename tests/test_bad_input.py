@@ -407,3 +407,53 @@ def test_a_second_process_on_one_run_folder_is_refused_and_a_stale_lock_is_taken
     (run_dir / "lock").write_text(str(ended.pid))
     ragen_mini.main(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"])
     assert (run_dir / "metrics.jsonl").exists() and not (run_dir / "lock").exists()  # released at the end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed", ["after the first rename", "before the first rename's copy was whole"])
+def test_resume_recovers_from_a_save_killed_between_its_renames(finished_run, tmp_path, capsys, killed):
+    """save_checkpoint writes checkpoint.tmp, renames checkpoint to .old, then .tmp to checkpoint. Killed after
+    the first rename there is no checkpoint/, but a whole .tmp (the newer) and .old; --resume takes .tmp, or
+    .old when .tmp is not whole, and goes on."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    (run_dir / "checkpoint").rename(run_dir / "checkpoint.old")
+    shutil.copytree(run_dir / "checkpoint.old", run_dir / "checkpoint.tmp")
+    if killed != "after the first rename":
+        (run_dir / "checkpoint.tmp" / "state.pt").unlink()  # state.pt is written last: this copy is not whole
+    ragen_mini.main(["--resume", str(run_dir), "train.iterations=2"])
+    taken = "checkpoint.tmp" if killed == "after the first rename" else "checkpoint.old"
+    assert f"its complete copy {taken} is the checkpoint now" in capsys.readouterr().out
+    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 2
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path, monkeypatch):
+    """Ctrl-C in iteration 2, then Ctrl-C again while its checkpoint is being written: the save completes,
+    then the second Ctrl-C quits (KeyboardInterrupt), and the checkpoint of iteration 2 is whole."""
+    import bookkeeping
+    import signal
+    import time
+    real_rollout, real_save, calls = ragen_mini.play_episodes, torch.save, []
+
+    def rollout(policy, chat, cfg, seeds, group_ids):
+        calls.append(len(seeds))
+        if calls.count(8) == 2 and len(seeds) == 8:  # the second training rollout: the first Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return real_rollout(policy, chat, cfg, seeds, group_ids)
+
+    def save_pressing_ctrl_c(obj, path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, in the middle of the save
+        time.sleep(0.05)
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(ragen_mini, "play_episodes", rollout)
+    monkeypatch.setattr(bookkeeping.torch, "save", save_pressing_ctrl_c)
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        ragen_mini.main(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}", "env.name=sokoban", "checkpoint.every=0",
+                         "eval.every=0", "train.iterations=3"])
+    monkeypatch.setattr(bookkeeping.torch, "save", real_save)
+    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 2
+    assert not (run_dir / "checkpoint.tmp").exists() and not (run_dir / "checkpoint.old").exists()
