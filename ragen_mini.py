@@ -48,7 +48,7 @@ from config import ConfigError, load_config, namespace
 from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
 from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thoughts_policy, play_episodes, random_policy,
-                     thought_length)
+                     reply_spans, thought_length, without_thoughts)
 
 
 # ======================================================================================================
@@ -200,8 +200,7 @@ def measure_thought_mi(actor, chat, trajectories, cfg, device):
         return {}
     prompts, thoughts = [], []
     for t in firsts:
-        start = t.sampled.index(1)  # the first reply starts after the first prompt
-        end = start + t.sampled[start:].index(0) if 0 in t.sampled[start:] else len(t.ids)
+        start, end = reply_spans(t.sampled)[0]  # the first reply, after the first prompt
         prompts.append(t.ids[:start])
         thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
     pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
@@ -390,26 +389,6 @@ def warmup_transcripts(sampler, chat, cfg, rng, decoder=None):
         yield transcripts[step * size:(step + 1) * size]
 
 
-def without_thoughts(ids, sampled, tokenizer):
-    """`sampled` with each reply's thought tokens set to 0: the loss then covers only the format tokens, from
-    the closing tag on (rollout.thought_length finds where a reply's thought ends). -> a new list.
-
-        a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ... -> 0 0 0 0 1 1 ...
-    """
-    out, i = list(sampled), 0
-    while i < len(out):
-        if not out[i]:
-            i += 1
-            continue
-        end = i
-        while end < len(out) and out[end]:
-            end += 1
-        thought = thought_length(ids[i:end], tokenizer)
-        out[i:i + thought] = [0] * thought
-        i = end
-    return out
-
-
 # ======================================================================================================
 # The training loop: rollout -> filter -> score -> advantages -> update. setup() builds what it needs.
 # ======================================================================================================
@@ -428,6 +407,9 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout"),
                    "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s,
                    "perf/decode_steps": policy.decode_steps}
+        if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
+            metrics.update(measure_thought_mi(run.actor, run.chat, trajectories, cfg, run.device))
+            metrics["perf/thought_mi_s"] = clock.lap()
 
         # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
         rewards = torch.tensor([t.reward for t in trajectories])  # (P*N,)
@@ -437,9 +419,6 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics["rollout/group_reward_std_all"] = group_reward_std(rewards, group_ids)
         metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
         metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
-        if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
-            metrics.update(measure_thought_mi(run.actor, run.chat, trajectories, cfg, run.device))
-            metrics["perf/thought_mi_s"] = clock.lap()
 
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
         # the paper's code trains on every token after the system message and the user turn's first token (§9.1)

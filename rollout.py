@@ -340,16 +340,20 @@ class LLMPolicy:
 def random_policy(chat, cfg, rng):
     """Scripted answers with uniformly random actions, closed by the end-of-turn token (the format
     warm-up's teacher: it shows the answer format, never which action is good)."""
-    prefix_close = "</think><answer>" if cfg.rollout.think else ""
     env = new_env(cfg)  # only for its action names and budget
-    per_turn = actions_per_turn(env, cfg)
 
     def policy(contexts):
-        answers = [f"{prefix_close}{' || '.join(random_turn_actions(rng, env.actions, per_turn))}</answer>"
-                   for _ in contexts]
+        answers = [random_answer(rng, env, cfg) for _ in contexts]
         return [chat.tokenizer(a, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id] for a in answers]
 
     return policy
+
+
+def random_answer(rng, env, cfg):
+    """The text a teacher writes after the thought: "</think><answer>Up || Left</answer>" (without the closing
+    think tag with rollout.think=false), a uniform number of uniformly random actions (envs.random_turn_actions)."""
+    actions = " || ".join(random_turn_actions(rng, env.actions, actions_per_turn(env, cfg)))
+    return f"{'</think><answer>' if cfg.rollout.think else ''}{actions}</answer>"
 
 
 THOUGHT_QUESTION = "Think about the state and what to do next."
@@ -425,8 +429,7 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
                 break
         replies = []
         for thought in thoughts:
-            actions = " || ".join(random_turn_actions(rng, env.actions, actions_per_turn(env, cfg)))
-            answer = tokenizer(f" </think><answer>{actions}</answer>", add_special_tokens=False)["input_ids"]
+            answer = tokenizer(" " + random_answer(rng, env, cfg), add_special_tokens=False)["input_ids"]
             room = max(0, cfg.rollout.max_new_tokens - len(answer) - 1)
             replies.append(tokenizer(" " + thought, add_special_tokens=False)["input_ids"][:room]
                            + answer + [chat.end_of_turn_id])
@@ -445,6 +448,35 @@ def thought_length(reply_ids, tokenizer):
     while end > 0 and not tokenizer.decode(reply_ids[end - 1:end]).strip():
         end -= 1
     return end
+
+
+def reply_spans(sampled):
+    """(start, end) of each reply in a trajectory: the runs of 1s in its `sampled`.
+
+    >>> reply_spans([0, 0, 1, 1, 0, 1])
+    [(2, 4), (5, 6)]
+    """
+    spans, start = [], None
+    for i, flag in enumerate([*sampled, 0]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def without_thoughts(ids, sampled, tokenizer):
+    """`sampled` with each reply's thought tokens set to 0: a warm-up loss then covers only the format tokens,
+    from the closing tag on (warmup.thought_loss=false). -> a new list.
+
+        a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ... -> 0 0 0 0 1 1 ...
+    """
+    out = list(sampled)
+    for start, end in reply_spans(sampled):
+        thought = thought_length(ids[start:end], tokenizer)
+        out[start:start + thought] = [0] * thought
+    return out
 
 
 def env_corpus(cfg, num_seeds=64):

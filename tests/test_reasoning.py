@@ -144,7 +144,7 @@ def test_without_thoughts_keeps_the_closing_tag_and_the_answer(tok_actor):
     reply2 = encode(tok, " left") + encode(tok, " </think><answer>Left</answer>") + [2]
     ids = prompt + reply1 + env + reply2
     sampled = [0] * len(prompt) + [1] * len(reply1) + [0] * len(env) + [1] * len(reply2)
-    kept = ragen_mini.without_thoughts(ids, sampled, tok)
+    kept = rollout.without_thoughts(ids, sampled, tok)
     assert tok.decode([i for i, k in zip(ids, kept) if k]) == (" </think><answer>Up</answer>" + tok.decode([2])
                                                                  + " </think><answer>Left</answer>" + tok.decode([2]))
 

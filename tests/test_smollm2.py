@@ -75,7 +75,7 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
                 text = tokenizer.decode(reply)
                 # the thought is cut to fit rollout.max_new_tokens (6 here: nothing of it is left)
                 assert reply[-1] == IM_END and re.fullmatch(r"( [^<]*)? </think><answer>(Dragon|Phoenix)</answer><\|im_end\|>", text)
-                kept = ragen_mini.without_thoughts(t.ids, t.sampled, tokenizer)  # the loss without warmup.thought_loss
+                kept = rollout.without_thoughts(t.ids, t.sampled, tokenizer)  # the loss without warmup.thought_loss
                 assert tokenizer.decode([i for i, k in zip(t.ids, kept) if k]) == text[text.index(" </think>"):]
             elif IM_END in reply:
                 assert reply.index(IM_END) == len(reply) - 1
@@ -203,7 +203,7 @@ def test_the_warmups_format_only_mask_on_smollm2s_tokenizer():
     answer1, answer2 = ids(" </think><answer>Left</answer>") + [IM_END], ids(" </think><answer>Down || Up</answer>") + [IM_END]
     sequence = prompt + thought1 + answer1 + env + thought2 + answer2
     sampled = [0] * len(prompt) + [1] * len(thought1 + answer1) + [0] * len(env) + [1] * len(thought2 + answer2)
-    kept = ragen_mini.without_thoughts(sequence, sampled, tok)
+    kept = rollout.without_thoughts(sequence, sampled, tok)
     assert tok.decode([i for i, k in zip(sequence, kept) if k]) == (
         " </think><answer>Left</answer><|im_end|> </think><answer>Down || Up</answer><|im_end|>")
     assert rollout.thought_length(thought1 + answer1, tok) == len(thought1)
