@@ -48,7 +48,7 @@ RUNS = {  # name -> (preset, overrides)
     "sokoban-n4": (SOKOBAN, ["seed=0", "rollout.groups=64", "rollout.group_size=4"]),
     "sokoban-n16": (SOKOBAN, ["seed=0", "rollout.groups=16", "rollout.group_size=16"]),
     "sokoban-5-actions-per-turn": (SOKOBAN, ["seed=0", "env.max_turns=5", "env.max_actions_per_turn=5"]),
-    "sokoban-no-think": (SOKOBAN, ["seed=0", "rollout.think=false"]),
+    **{f"sokoban-no-think-seed{s}": (SOKOBAN, [f"seed={s}", "rollout.think=false"]) for s in SEEDS},
     "bandit-starpo-s-seed0": (BANDIT, ["seed=0"]),
     "bandit-no-think": (BANDIT, ["seed=0", "rollout.think=false"]),
     "frozenlake-starpo-s-seed0": (FROZENLAKE, ["seed=0"]),
@@ -108,35 +108,53 @@ def fmt(values):
 # ======================================================================================================
 # The findings: each draw function returns (markdown table, figure) from the run folders under `runs`
 # ======================================================================================================
-def draw_algorithms(runs, names=None):
-    """Findings 1, 4, 5: eval success over iterations, per method the mean over its seeds with the range
-    (min to max), and one line for each single-seed ablation."""
-    fig, ax = plots.plt.subplots(1, 1, figsize=(8, 5))
-    lines = ["| runs | seeds | iterations | eval success at 0 | at the end | best |", "| --- | --- | --- | --- | --- | --- |"]
-    groups = [(label, [f"{prefix}{s}" for s in SEEDS]) for label, prefix in METHODS.items()]
-    groups += [(name, [name]) for name in names or []]
+def draw_groups(runs, groups, title, think_panel=False):
+    """Eval success over iterations for groups of runs (a method's seeds, or one run): the mean over a group's
+    seeds with their range (min to max) shaded, and a table row each with mean ± std over seeds. With
+    think_panel, the groups' median think tokens per turn (mean over seeds) in a second panel and column."""
+    fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5), squeeze=False)
+    think_head = " think tokens per turn, median: first / last iteration |" if think_panel else ""
+    lines = [f"| runs | seeds | iterations | eval success at 0 | at the end | best |{think_head}",
+             "| --- | --- | --- | --- | --- | --- |" + " --- |" * think_panel]
     for color, (label, members) in enumerate(groups):
         found = [(m, read(os.path.join(runs, m))) for m in members]
         found = [(m, rows) for m, rows in found if rows and evals(rows)]
         if not found:
-            lines.append(f"| {label} | not run yet | | | | |")
+            lines.append(f"| {label} | not run yet | | | | |" + " |" * think_panel)
             continue
         rows_of = [rows for _, rows in found]
         stats = [summary_row(rows) for rows in rows_of]
         common = sorted(set.intersection(*(set(i for i, _ in evals(rows)) for rows in rows_of)))
         by_iteration = [[dict(evals(rows))[i] for rows in rows_of] for i in common]
-        ax.plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o", markersize=3,
-                label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
+        axes[0, 0].plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o", markersize=3,
+                        label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
         if len(found) > 1:
-            ax.fill_between(common, [min(v) for v in by_iteration], [max(v) for v in by_iteration], color=f"C{color}",
-                            alpha=0.2)
-        lines.append(f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} | "
-                     f"{', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
-                     f"{fmt([s['end'] for s in stats])} | {fmt([s['best'] for s in stats])} |")
-    ax.set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title="Sokoban, SmolLM2-135M, reasoning on")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+            axes[0, 0].fill_between(common, [min(v) for v in by_iteration], [max(v) for v in by_iteration],
+                                    color=f"C{color}", alpha=0.2)
+        line = (f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} | "
+                f"{', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
+                f"{fmt([s['end'] for s in stats])} | {fmt([s['best'] for s in stats])} |")
+        if think_panel:
+            thinks = [series(rows, "rollout/think_tokens_median") for rows in rows_of]
+            common = sorted(set.intersection(*(set(i for i, _ in think) for think in thinks)))
+            mean = [statistics.mean(dict(think)[i] for think in thinks) for i in common]
+            axes[0, 1].plot(common, mean, color=f"C{color}", label=label)
+            line += f" {mean[0]:g} / {mean[-1]:g} |"
+        lines.append(line)
+    axes[0, 0].set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title=title)
+    if think_panel:
+        axes[0, 1].set(xlabel="iteration", ylabel="think tokens per turn (median; mean over seeds)",
+                       title="Reasoning length over training")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     return "\n".join(lines), fig
+
+
+def draw_algorithms(runs, names=None):
+    """Findings 1, 4, 5: the three methods over their seeds, and one line for each single-seed ablation."""
+    groups = [(label, [f"{prefix}{s}" for s in SEEDS]) for label, prefix in METHODS.items()]
+    return draw_groups(runs, groups + [(name, [name]) for name in names or []], "Sokoban, SmolLM2-135M, reasoning on")
 
 
 def draw_finding1(runs):
@@ -241,42 +259,20 @@ def draw_finding3(runs):
     return "\n".join(lines), fig
 
 
-def draw_compare(runs, names, title, think_panel=False):
-    """Eval success of single runs side by side; with think_panel, their think length over training beside it."""
-    fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5), squeeze=False)
-    ax = axes[0, 0]
-    lines = ["| run | iterations | eval success at 0 | at the end | best (iteration) | think tokens per turn, median: "
-             "first / last iteration |", "| --- | --- | --- | --- | --- | --- |"]
-    for color, name in enumerate(names):
-        rows = read(os.path.join(runs, name))
-        if not rows or not evals(rows):
-            lines.append(f"| {name} | not run yet | | | | |")
-            continue
-        s, think = summary_row(rows), series(rows, "rollout/think_tokens_median")
-        lines.append(f"| {name} | {s['iterations']} | {s['start']:.3f} | {s['end']:.3f} | {s['best']:.3f} ({s['best_at']}) | "
-                     + (f"{think[0][1]:g} / {think[-1][1]:g} |" if think else "- |"))
-        xs, ys = zip(*evals(rows))
-        ax.plot(xs, ys, color=f"C{color}", marker="o", markersize=3, label=name)
-        if think_panel and think:
-            axes[0, 1].plot(*zip(*think), color=f"C{color}", label=name)
-    ax.set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title=title)
-    if think_panel:
-        axes[0, 1].set(xlabel="iteration", ylabel="think tokens per turn (median)", title="Reasoning length over training")
-    for a in axes.flat:
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    return "\n".join(lines), fig
-
-
 def draw_finding6(runs):
-    return draw_compare(runs, ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"],
-                        "Rollout quality: responses per prompt, actions per turn")
+    names = ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"]
+    return draw_groups(runs, [(name, [name]) for name in names], "Rollout quality: responses per prompt, actions per turn",
+                       think_panel=True)
 
 
 def draw_finding7(runs):
-    """Reasoning: think length over training on all three envs, and reasoning on against off."""
-    return draw_compare(runs, ["bandit-starpo-s-seed0", "bandit-no-think", "sokoban-starpo-s-seed0", "sokoban-no-think",
-                               "frozenlake-starpo-s-seed0"], "Reasoning on and off", think_panel=True)
+    """Reasoning: on against off on Sokoban over three seeds (reasoning on is StarPO-S), and on the Bandit; think
+    length over training on all three envs."""
+    groups = [("Sokoban, reasoning on", [f"sokoban-starpo-s-seed{s}" for s in SEEDS]),
+              ("Sokoban, reasoning off", [f"sokoban-no-think-seed{s}" for s in SEEDS]),
+              ("Bandit, reasoning on", ["bandit-starpo-s-seed0"]), ("Bandit, reasoning off", ["bandit-no-think"]),
+              ("FrozenLake, reasoning on", ["frozenlake-starpo-s-seed0"])]
+    return draw_groups(runs, groups, "Reasoning on and off", think_panel=True)
 
 
 FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its drawing)
@@ -291,8 +287,8 @@ FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its d
     "6": ("rollout quality: fewer responses per prompt, a few actions per turn",
           ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"], draw_finding6),
     "7": ("reasoning shrinks over training and helps little without fine-grained rewards",
-          ["bandit-starpo-s-seed0", "bandit-no-think", "sokoban-starpo-s-seed0", "sokoban-no-think",
-           "frozenlake-starpo-s-seed0"], draw_finding7),
+          ["bandit-starpo-s-seed0", "bandit-no-think", *(f"sokoban-{kind}-seed{s}" for kind in ("starpo-s", "no-think")
+                                                          for s in SEEDS), "frozenlake-starpo-s-seed0"], draw_finding7),
 }
 
 
