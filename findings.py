@@ -108,24 +108,35 @@ def fmt(values):
 # ======================================================================================================
 # The findings: each draw function returns (markdown table, figure) from the run folders under `runs`
 # ======================================================================================================
+def nearest_eval(rows, iteration):
+    """Eval success at the evaluation nearest ITERATION (the earlier of two as near)."""
+    return min(evals(rows), key=lambda p: (abs(p[0] - iteration), p[0]))[1]
+
+
 def draw_groups(runs, groups, title, think_panel=False):
     """Eval success over iterations for groups of runs (a method's seeds, or one run): the mean over a group's
-    seeds with their range (min to max) shaded, and a table row each with mean ± std over seeds. With
+    seeds with their range (min to max) shaded, and a table row each with mean ± std over seeds. Runs of unequal
+    length are also compared at one iteration, the end of the shortest: each run's evaluation nearest it. With
     think_panel, the groups' median think tokens per turn (mean over seeds) in a second panel and column."""
     fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5), squeeze=False)
+    read_groups = [(label, [(m, rows) for m in members if (rows := read(os.path.join(runs, m))) and evals(rows)])
+                   for label, members in groups]
+    ends = [evals(rows)[-1][0] for _, found in read_groups for _, rows in found]
+    shared = min(ends) if ends else 0
     think_head = " think tokens per turn, median: first / last iteration |" if think_panel else ""
-    lines = [f"| runs | seeds | iterations | eval success at 0 | at the end | best |{think_head}",
-             "| --- | --- | --- | --- | --- | --- |" + " --- |" * think_panel]
-    for color, (label, members) in enumerate(groups):
-        found = [(m, read(os.path.join(runs, m))) for m in members]
-        found = [(m, rows) for m, rows in found if rows and evals(rows)]
+    lines = [f"| runs | seeds | iterations | eval success at 0 | at the end | at iteration ≈{shared} | best |{think_head}",
+             "| --- | --- | --- | --- | --- | --- | --- |" + " --- |" * think_panel]
+    for color, (label, found) in enumerate(read_groups):
         if not found:
-            lines.append(f"| {label} | not run yet | | | | |" + " |" * think_panel)
+            lines.append(f"| {label} | not run yet | | | | | |" + " |" * think_panel)
             continue
         rows_of = [rows for _, rows in found]
         stats = [summary_row(rows) for rows in rows_of]
-        common = sorted(set.intersection(*(set(i for i, _ in evals(rows)) for rows in rows_of)))
-        by_iteration = [[dict(evals(rows))[i] for rows in rows_of] for i in common]
+        # the shortest seed's evaluation iterations, where every seed has one within 2 (a run stopped by its time
+        # limit evaluates at its last iteration, not on the eval.every grid)
+        grid = [i for i, _ in min((evals(rows) for rows in rows_of), key=len)]
+        common = [i for i in grid if all(min(abs(j - i) for j, _ in evals(rows)) <= 2 for rows in rows_of)]
+        by_iteration = [[nearest_eval(rows, i) for rows in rows_of] for i in common]
         axes[0, 0].plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o", markersize=3,
                         label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
         if len(found) > 1:
@@ -133,13 +144,14 @@ def draw_groups(runs, groups, title, think_panel=False):
                                     color=f"C{color}", alpha=0.2)
         line = (f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} | "
                 f"{', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
-                f"{fmt([s['end'] for s in stats])} | {fmt([s['best'] for s in stats])} |")
+                f"{fmt([s['end'] for s in stats])} | {fmt([nearest_eval(rows, shared) for rows in rows_of])} | "
+                f"{fmt([s['best'] for s in stats])} |")
         if think_panel:
             thinks = [series(rows, "rollout/think_tokens_median") for rows in rows_of]
             common = sorted(set.intersection(*(set(i for i, _ in think) for think in thinks)))
             mean = [statistics.mean(dict(think)[i] for think in thinks) for i in common]
             axes[0, 1].plot(common, mean, color=f"C{color}", label=label)
-            line += f" {mean[0]:g} / {mean[-1]:g} |"
+            line += f" {mean[0]:.1f} / {mean[-1]:.1f} |"
         lines.append(line)
     axes[0, 0].set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title=title)
     if think_panel:
@@ -295,12 +307,13 @@ FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its d
 # ======================================================================================================
 # Running and keeping
 # ======================================================================================================
-def command(name, run_dir):
+def command(name, run_dir, extra=()):
+    """EXTRA (--set) comes last, so it wins over the budget and the run's own overrides."""
     preset, overrides = RUNS[name]
-    return [sys.executable, "ragen_mini.py", "--config", preset, *BUDGET, *overrides, f"run_dir={run_dir}"]
+    return [sys.executable, "ragen_mini.py", "--config", preset, *BUDGET, *overrides, *extra, f"run_dir={run_dir}"]
 
 
-def run_all(names, runs, parallel):
+def run_all(names, runs, parallel, extra=()):
     """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks one
     that ended normally."""
     todo = [n for n in names if not done(os.path.join(runs, n))]
@@ -311,9 +324,9 @@ def run_all(names, runs, parallel):
             name = todo.pop(0)
             shutil.rmtree(os.path.join(runs, name), ignore_errors=True)  # a run cut short starts again
             with open(os.path.join(runs, f"{name}.log"), "w") as log:
-                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name)), stdout=log,
+                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name), extra), stdout=log,
                                                        stderr=subprocess.STDOUT)))
-            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name))[1:])}", flush=True)
+            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name), extra)[1:])}", flush=True)
         time.sleep(5)
         for name, process in [r for r in running if r[1].poll() is not None]:
             running.remove((name, process))
@@ -353,12 +366,18 @@ def main(argv=None):
     parser.add_argument("finding", nargs="?", choices=sorted(FINDINGS), help="the finding's number")
     parser.add_argument("--runs", default="runs/findings", help="the folder of the run folders (default runs/findings)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once on the GPU (default 2, for 80 GB)")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every run, after the budget (e.g. train.time_limit_min=8)")
     parser.add_argument("--draw", action="store_true", help="only draw the figure and table from the runs there")
     parser.add_argument("--keep", nargs="+", metavar="RUN_DIR", help="keep these runs in results/runs/findings")
     args = parser.parse_args(argv)
     runs, kept = os.path.abspath(args.runs), [os.path.abspath(run_dir) for run_dir in args.keep or []]
     os.chdir(os.path.dirname(os.path.abspath(__file__)))  # presets and ragen_mini.py are found from here
     if kept:
+        kept = [d for d in kept if os.path.isdir(d)]  # a glob over RUNS also names its NAME.log and NAME.done
+        not_runs = [d for d in kept if not os.path.exists(os.path.join(d, "metrics.jsonl"))]
+        if not kept or not_runs:
+            parser.error(f"--keep: no metrics.jsonl in {', '.join(not_runs) or 'any folder named'}: give run folders")
         return keep(kept)
     if args.finding is None:
         for number, (claim, names, _) in FINDINGS.items():
@@ -369,7 +388,7 @@ def main(argv=None):
     if args.parallel < 1:
         parser.error("--parallel must be at least 1")
     if not args.draw:
-        run_all(FINDINGS[args.finding][1], runs, args.parallel)
+        run_all(FINDINGS[args.finding][1], runs, args.parallel, args.set)
     table = draw(args.finding, runs)
     print(table)
     return table
