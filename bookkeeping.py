@@ -86,8 +86,8 @@ def check_resumable(run_dir, flag="--resume"):
             raise RunError(damaged.format(path, str(error).splitlines()[0])) from None
 
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "samples.md", "plots.png", "eval.jsonl", "eval_samples.md", "checkpoint",
-             "checkpoint.tmp", "checkpoint.old")  # what a run writes into its folder
+RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.jsonl.damaged", "samples.md", "plots.png", "eval.jsonl",
+             "eval_samples.md", "checkpoint", "checkpoint.tmp", "checkpoint.old")  # what a run writes into its folder
 
 
 def check_no_links(run_dir):
@@ -115,6 +115,27 @@ def remove_run_files(run_dir, names):
     for name in names:
         path = os.path.join(run_dir, name)
         shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def open_run_folder(cfg, resume_dir):
+    """The run's folder, made if new (runs/<env>-<time> when run_dir is empty), refused if it holds another run
+    (unless overwrite=true, whose old files go once the lock is held), and locked. -> (run_dir, made here)."""
+    made = not resume_dir and not (cfg.run_dir and os.path.exists(cfg.run_dir))
+    run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
+    os.makedirs(run_dir, exist_ok=True)
+    check_no_links(run_dir)
+    old_run = [] if resume_dir else check_not_a_run(run_dir, cfg.overwrite)
+    take_lock(run_dir)  # one process per run folder
+    remove_run_files(run_dir, old_run)  # overwrite=true: nothing of the old run mixes into the new one
+    return run_dir, made
+
+
+def discard_start(run_dir, made):
+    """A new run that failed before its first iteration: its files go, and the folder if this start made it."""
+    remove_run_files(run_dir, [name for name in (*RUN_FILES, "lock") if os.path.lexists(os.path.join(run_dir, name))])
+    if made:
+        with contextlib.suppress(OSError):
+            os.rmdir(run_dir)
 
 
 def take_lock(run_dir):
@@ -215,14 +236,17 @@ def describe_os_error(error):
 
 def drop_after_checkpoint(run_dir, iteration):
     """On resume: forget the metrics lines and samples.md evaluations written after the checkpoint, which
-    the resumed run writes again. A partial last line (a crash while writing) is dropped; a missing
-    metrics.jsonl is started again; both are said."""
+    the resumed run writes again. A damaged line (a crash while writing, an edit) is moved to
+    metrics.jsonl.damaged; a missing metrics.jsonl is started again; both are said."""
     path = os.path.join(run_dir, "metrics.jsonl")
     rows = []
     if os.path.exists(path):
-        rows, unreadable = plots.read_metrics(run_dir, with_unreadable=True)
-        if unreadable:
-            tqdm.write(f"{path}: dropped {unreadable} unreadable line(s), written when the run stopped")
+        rows, damaged = plots.read_metrics(run_dir, with_damaged=True)
+        if damaged:
+            with open(path + ".damaged", "ab") as f:  # kept aside, not lost: the user may want to look
+                f.writelines(raw if raw.endswith(b"\n") else raw + b"\n" for _, _, raw in damaged)
+            tqdm.write(f"{path}: left out {len(damaged)} damaged line(s), kept in {path}.damaged: "
+                       + "; ".join(f"line {number}: {why}" for number, why, _ in damaged))
     else:
         tqdm.write(f"{path} is missing: it starts again with the resumed iterations")
     with open(path, "w") as f:
@@ -278,10 +302,23 @@ def new_run_dir(env_name):
             continue
 
 
+def write_file(path, text, mode="w"):
+    """Write (mode "w") or append ("a") text. A full disk fails at the file's close, with an OSError that names
+    no file: this one names it, and a file this call created is removed, not left empty."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, mode, encoding="utf-8") as f:
+            f.write(text)
+    except OSError as error:
+        if not existed:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        raise OSError(error.errno, error.strerror, path) from None
+
+
 def write_metrics(run_dir, metrics):
     """One iteration's metrics (a flat dict of numbers) as one JSON line of RUN_DIR/metrics.jsonl."""
-    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
-        f.write(json.dumps(metrics) + "\n")
+    write_file(os.path.join(run_dir, "metrics.jsonl"), json.dumps(metrics) + "\n", "a")
 
 
 def rollout_metrics(trajectories, prefix):
@@ -360,14 +397,13 @@ def evaluate(model, chat, cfg, title, samples_path, decoder=None):
         for start in range(0, len(seeds), chunk):
             part = seeds[start:start + chunk]
             trajectories += play_episodes(LLMPolicy(model, chat, cfg, cfg.eval.temperature, decoder), chat, cfg, part, part)
-    with open(samples_path, "a") as f:  # read these to see the echo trap happen
-        f.write(f"\n# {title}\n")
-        for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
-            f.write(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
-            for k, turn in enumerate(t.turns, 1):
-                f.write(f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} "
-                        f"(format ok: {turn.format_ok}), reward {turn.reward:g}\n")
-            f.write(f"\n```\n{chat.tokenizer.decode(t.ids)}\n```\n")
+    text = [f"\n# {title}\n"]  # read these to see the echo trap happen
+    for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
+        text.append(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
+        text += [f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} (format ok: {turn.format_ok}), "
+                 f"reward {turn.reward:g}\n" for k, turn in enumerate(t.turns, 1)]
+        text.append(f"\n```\n{chat.tokenizer.decode(t.ids)}\n```\n")
+    write_file(samples_path, "".join(text), "a")
     metrics = rollout_metrics(trajectories, "eval")
     metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac",
                                        "eval/think_tokens", "eval/think_tokens_median", "eval/placeholder_thoughts",

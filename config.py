@@ -16,13 +16,54 @@ from types import SimpleNamespace
 import torch
 import yaml
 
-from envs import ENVS, make_env
+from envs import ENVS, copy_env, make_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class ConfigError(ValueError):
     pass
+
+
+# Every number's range, both ends included: wider than any sensible run, narrow enough that a value outside is
+# a typo (temperature 1e-300 turns logits into inf, a learning rate of 1e30 into NaN, 1e9 groups into a hang).
+RANGES = {
+    "seed": (0, 2**32 - 1), "env.max_turns": (1, 1000), "env.max_actions_per_turn": (1, 100),
+    "env.max_actions": (1, 10_000), "env.format_penalty": (-10.0, 0.0), "model.tokenizer_vocab": (16, 1_000_000),
+    "rollout.groups": (1, 4096), "rollout.group_size": (1, 1024), "rollout.temperature": (0.01, 10.0),
+    "rollout.max_new_tokens": (1, 32_768), "rollout.stated_max_tokens": (1, 32_768),
+    "rollout.min_new_tokens": (0, 32_768), "rollout.max_context": (2, 1_048_576), "rollout.mi_groups": (0, 1024),
+    "algo.gamma": (0.0, 1.0), "algo.lam": (0.0, 1.0), "algo.filter_ratio": (0.001, 1.0), "algo.kl_coef": (0.0, 100.0),
+    "algo.clip_low": (0.0, 1.0), "algo.clip_high": (0.0, 10.0), "algo.dual_clip": (0.0, 100.0),
+    "algo.entropy_coef": (0.0, 10.0), "algo.value_clip": (0.0, 1e6), "algo.ppo_epochs": (1, 100),
+    "algo.mini_batch_size": (1, 1_000_000), "algo.micro_batch_size": (1, 1_000_000),
+    "algo.micro_batch_tokens": (0, 100_000_000), "algo.logits_chunk": (1, 10_000_000), "algo.actor_lr": (1e-12, 1.0),
+    "algo.critic_lr": (1e-12, 1.0), "algo.weight_decay": (0.0, 10.0), "algo.grad_clip": (1e-8, 1e6),
+    "train.iterations": (0, 10_000_000), "train.time_limit_min": (0.0, 1e6), "eval.every": (0, 10_000_000),
+    "eval.num_seeds": (1, 1_000_000), "eval.seed_offset": (1, 2**32 - 1), "eval.temperature": (0.0, 10.0),
+    "eval.samples": (0, 1_000_000), "eval.k": (1, 10_000), "checkpoint.every": (0, 10_000_000),
+    "warmup.steps": (0, 1_000_000), "warmup.batch_size": (1, 100_000), "warmup.lr": (1e-12, 1.0),
+    "warmup.thought_tokens": (1, 4096), "warmup.thought_temperature": (0.01, 10.0),
+}
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping: plain YAML keeps the last, so a second `algo:`
+    section would silently replace the first one's keys."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"'{key}' is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}); "
+                                  "keep one")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text):
+    return yaml.load(text, Loader=UniqueKeyLoader)
 
 
 def _set_key(cfg, schema, dotted, value, source):
@@ -86,7 +127,9 @@ def load_config(path=None, overrides=()):
                               "before it, the shell split that value at a space: quote the whole override, "
                               "e.g. 'env.kwargs={dim_room: 8, num_boxes: 2}'")
         try:
-            value = yaml.safe_load(text) if text else ""
+            value = parse_yaml(text) if text else ""
+        except ConfigError as error:
+            raise ConfigError(f"command line: the value of '{key}': {error}") from None
         except yaml.YAMLError as error:
             raise ConfigError(f"command line: the value of '{key}' is not valid YAML ({text!r}: "
                               f"{str(error).splitlines()[0]}). A value with spaces, brackets or braces must be "
@@ -96,14 +139,43 @@ def load_config(path=None, overrides=()):
     return cfg
 
 
+FIXED_IN_A_RUN = ("algo.estimator", "model.name", "model.critic", "model.tokenizer_vocab")  # what the checkpoint holds
+
+
+def load_run_config(run_dir, overrides=()):
+    """The config of a run folder for --resume or --eval: RUN_DIR/config.yaml must hold every key (a run writes
+    all of them; an emptied or cut file would quietly fall back to the defaults), and the overrides may not
+    change what the checkpoint was built with."""
+    path = os.path.join(run_dir, "config.yaml")
+    saved = read_config_file(path)
+    with open(os.path.join(HERE, "config.yaml")) as f:
+        missing = sorted(set(_flat_keys(yaml.safe_load(f))) - set(_flat_keys(saved)))
+    if missing:
+        raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run writes "
+                          "its whole config there, so this file was emptied, cut or edited. Put back the run's "
+                          "config.yaml, or start a new run")
+    try:
+        cfg, before = load_config(path, overrides), load_config(path)
+    except ConfigError as error:  # a value out of range says which file it came from
+        raise ConfigError(str(error) if path in str(error) else f"{path}: {error}") from None
+    for key in _flat_keys(cfg):
+        if key in FIXED_IN_A_RUN and _get(cfg, key) != _get(before, key):
+            raise ConfigError(f"{key}={_get(cfg, key)!r}: this run was trained with {_get(before, key)!r}, and its "
+                              "checkpoint holds that setup's state (a critic or none, the model's weights). Start "
+                              "a new run to change it")
+    return cfg
+
+
 def read_config_file(path):
     """A YAML mapping of sections, like config.yaml; anything else stops here with the file named."""
     try:
         with open(path, encoding="utf-8") as f:
-            user = yaml.safe_load(f)
+            user = parse_yaml(f)
     except UnicodeDecodeError as error:
         raise ConfigError(f"config file {path} is not UTF-8 text ({error.reason} at byte {error.start}); "
                           "save it as UTF-8") from None
+    except ConfigError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(error).split())}") from None
     except OSError as error:
@@ -123,6 +195,8 @@ def check_config(cfg):
         value = _get(cfg, key)
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key}={value}: give a finite number")
+        if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
+            raise ConfigError(f"{key}={value} is out of range: give a value from {RANGES[key][0]} to {RANGES[key][1]}")
     rules = [
         (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
@@ -132,44 +206,18 @@ def check_config(cfg):
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
         (r["cache"] in ("auto", "dynamic", "static"), "rollout.cache must be auto, dynamic or static"),
         (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
-        (0 < a["filter_ratio"] <= 1, "algo.filter_ratio must be in (0, 1]"),
-        (r["groups"] >= 1 and r["group_size"] >= 1, "rollout.groups and rollout.group_size must be >= 1"),
         (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
-        (1 <= a["micro_batch_size"] <= a["mini_batch_size"], "need 1 <= algo.micro_batch_size <= algo.mini_batch_size"),
-        (a["logits_chunk"] >= 1, "algo.logits_chunk must be >= 1"),
-        (a["micro_batch_tokens"] >= 0, "algo.micro_batch_tokens must be >= 0 (0 = no limit)"),
-        (r["temperature"] > 0 and e["temperature"] >= 0,
-         "rollout.temperature must be > 0 and eval.temperature >= 0 (0 = greedy)"),
-        (0 <= r["min_new_tokens"] <= r["max_new_tokens"], "need 0 <= rollout.min_new_tokens <= rollout.max_new_tokens"),
+        (a["micro_batch_size"] <= a["mini_batch_size"], "need algo.micro_batch_size <= algo.mini_batch_size"),
+        (r["min_new_tokens"] <= r["max_new_tokens"], "need rollout.min_new_tokens <= rollout.max_new_tokens"),
         (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
         (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
-        (a["ppo_epochs"] >= 1 and r["max_new_tokens"] >= 1, "algo.ppo_epochs and rollout.max_new_tokens must be >= 1"),
-        (0 <= a["clip_low"] <= 1 and a["clip_high"] >= 0, "need 0 <= algo.clip_low <= 1 and algo.clip_high >= 0"),
-        (0 <= a["gamma"] <= 1 and 0 <= a["lam"] <= 1, "algo.gamma and algo.lam must be in [0, 1]"),
-        (a["kl_coef"] >= 0 and a["entropy_coef"] >= 0, "algo.kl_coef and algo.entropy_coef must be >= 0"),
-        (a["weight_decay"] >= 0, "algo.weight_decay must be >= 0"),
-        (e["samples"] >= 0 and cfg["warmup"]["steps"] >= 0, "eval.samples and warmup.steps must be >= 0"),
-        (cfg["warmup"]["batch_size"] >= 1, "warmup.batch_size must be >= 1"),
         (cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
         (r["mi_groups"] == 0 or r["mi_groups"] >= 2, "rollout.mi_groups must be 0 (off) or >= 2 (prompts to compare)"),
-        (cfg["warmup"]["thought_tokens"] >= 1, "warmup.thought_tokens must be >= 1"),
         (cfg["warmup"]["thought_loss"] or not cfg["warmup"]["env_text"],
          "warmup.env_text=true trains on every token after the first answer, thoughts included: it needs "
          "warmup.thought_loss=true"),
-        (cfg["warmup"]["thought_temperature"] > 0, "warmup.thought_temperature must be > 0"),
-        (r["stated_max_tokens"] >= 1, "rollout.stated_max_tokens must be >= 1"),
-        (a["grad_clip"] > 0, "algo.grad_clip must be a positive number (a negative clip flips every update, 0 erases it)"),
-        (min(a["actor_lr"], a["critic_lr"], cfg["warmup"]["lr"]) > 0,
-         "algo.actor_lr, algo.critic_lr and warmup.lr must be positive numbers"),
-        (min(cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) >= 1,
-         "env.max_turns, env.max_actions_per_turn and env.max_actions must be >= 1"),
-        (e["num_seeds"] >= 1 and e["k"] >= 1, "eval.num_seeds and eval.k must be >= 1"),
-        (cfg["train"]["iterations"] >= 0, "train.iterations must be >= 0"),
-        (e["every"] >= 0 and cfg["checkpoint"]["every"] >= 0, "eval.every and checkpoint.every must be >= 0 (0 = never)"),
-        (cfg["train"]["time_limit_min"] >= 0, "train.time_limit_min must be >= 0 (0 = no limit)"),
-        (0 <= cfg["seed"] < 2**32, "seed must be in [0, 2**32)"),
         # training seeds are drawn from [0, seed_offset), evaluation seeds are seed_offset + i
-        (1 <= e["seed_offset"] and e["seed_offset"] + e["num_seeds"] <= 2**32,
+        (e["seed_offset"] + e["num_seeds"] <= 2**32,
          "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + eval.num_seeds "
          "at most 2**32; the default 1000000 keeps evaluation puzzles apart from training ones"),
     ]
@@ -197,8 +245,7 @@ def check_env(cfg):
         env = new_env(namespace(cfg))
         env.reset(0)
         for action in list(env.actions):
-            env.reset(0)
-            reward = env.step(action)[1]
+            reward = copy_env(env).step(action)[1]
             if not isinstance(reward, (int, float)) or not math.isfinite(reward):
                 raise ValueError(f"action {action!r} gives the reward {reward!r}, not a finite number")
     except Exception as error:  # whatever the env raises, the user's fix is the same: other kwargs

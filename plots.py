@@ -36,17 +36,28 @@ PANELS = [  # (title, metric names drawn in that panel)
 ]
 
 
-def read_metrics(run_dir, with_unreadable=False):
-    """The rows of RUN_DIR/metrics.jsonl; a line that is not JSON (cut short by a crash) is left out, and
-    counted when with_unreadable: returns (rows, count) then."""
-    rows, unreadable = [], 0
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
+def read_metrics(run_dir, with_damaged=False):
+    """The rows of RUN_DIR/metrics.jsonl. A damaged line (cut short by a crash, not UTF-8, not JSON, or not a
+    row with an integer iteration) is left out; with_damaged, returns (rows, damaged) with damaged a list of
+    (line number, what is wrong, the line's bytes)."""
+    rows, damaged = [], []
+    with open(os.path.join(run_dir, "metrics.jsonl"), "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                damaged.append((number, "not UTF-8", raw))
+                continue
             except json.JSONDecodeError:
-                unreadable += bool(line.strip())
-    return (rows, unreadable) if with_unreadable else rows
+                damaged.append((number, "not JSON", raw))
+                continue
+            if isinstance(row, dict) and type(row.get("iteration")) is int:
+                rows.append(row)
+            else:
+                damaged.append((number, "not a metrics row (an object with an integer iteration)", raw))
+    return (rows, damaged) if with_damaged else rows
 
 
 STYLES = [("-", "solid"), ("--", "dashed"), (":", "dotted")]  # one per metric of a panel; evaluations add dots
@@ -80,8 +91,12 @@ def figure(run_dirs, labels=None):
 
 def plot_runs(run_dirs, path, labels=None):
     fig = figure(run_dirs, labels)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=80)
+    except OSError as error:  # a full disk fails as the file closes, with no file named
+        raise OSError(error.errno, error.strerror, path) from None
+    finally:
+        plt.close(fig)
 
 
 def plot_run(run_dir):

@@ -40,11 +40,11 @@ from transformers import AutoModelForCausalLM
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_not_a_run, check_resumable,
-                         describe_os_error, drop_after_checkpoint, evaluate, group_reward_std, load_state, new_run_dir,
-                         release_lock, remove_run_files, report_zero_signal, rollout_metrics, run_summary,
-                         save_checkpoint, take_lock, write_metrics)
-from config import ConfigError, load_config, namespace
+from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable, describe_os_error,
+                         discard_start, drop_after_checkpoint, evaluate, group_reward_std, load_state, open_run_folder,
+                         release_lock, report_zero_signal, rollout_metrics, run_summary, save_checkpoint, write_file,
+                         write_metrics)
+from config import ConfigError, load_config, load_run_config, namespace
 from fast_decode import StaticDecoder, rounded_up
 from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
 from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thoughts_policy, play_episodes, random_policy,
@@ -472,8 +472,21 @@ class Run:
 
 
 def setup(cfg_dict, resume_dir):
-    """Models, run folder, format warm-up, critic, reference, optimisers and random states (restored from
-    RUN_DIR/checkpoint on resume), and the evaluation at iteration 0."""
+    """The run folder (refused if it holds another run, locked against a second process), then build_run. A
+    start that fails (a model that does not load, a first prompt longer than rollout.max_context, a full disk)
+    leaves nothing behind."""
+    run_dir, made = open_run_folder(namespace(cfg_dict), resume_dir)
+    try:
+        return build_run(cfg_dict, run_dir, resume_dir)
+    except BaseException:
+        if not resume_dir:
+            discard_start(run_dir, made)
+        raise
+
+
+def build_run(cfg_dict, run_dir, resume_dir):
+    """Models, format warm-up, critic, reference, optimisers and random states (restored from RUN_DIR/checkpoint
+    on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is owed)."""
     cfg = namespace(cfg_dict)
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
@@ -481,15 +494,7 @@ def setup(cfg_dict, resume_dir):
     if resume_dir:
         check_finite_weights(actor, os.path.join(resume_dir, "checkpoint", "actor"))
     chat = chat_format(tokenizer, actor.generation_config)  # end-of-turn and stop ids, from the model's own template
-    # The run folder is made once the model has loaded: a start that fails there leaves nothing behind.
-    run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
-    os.makedirs(run_dir, exist_ok=True)
-    check_no_links(run_dir)
-    old_run = [] if resume_dir else check_not_a_run(run_dir, cfg.overwrite)
-    take_lock(run_dir)  # one process per run folder
-    remove_run_files(run_dir, old_run)  # overwrite=true: nothing of the old run mixes into the new one
-    with open(os.path.join(run_dir, "config.yaml"), "w") as f:
-        yaml.safe_dump(cfg_dict, f, sort_keys=False)
+    write_file(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(cfg_dict, sort_keys=False))
     sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
@@ -522,6 +527,7 @@ def setup(cfg_dict, resume_dir):
               generator=torch.Generator().manual_seed(cfg.seed), decoder=decoder, start=1)
     if resume_dir:
         restore(run, load_state(run_dir))
+        settle_evaluation_at_checkpoint(run)
     if run.start > cfg.train.iterations:
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")
@@ -544,6 +550,29 @@ def restore(run, state):
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])
     run.generator.set_state(state["rng"]["generator"])
     drop_after_checkpoint(run.run_dir, state["iteration"])
+
+
+def settle_evaluation_at_checkpoint(run):
+    """On resume: the checkpoint's metrics row (and samples.md) gets the evaluation that a run never stopped would
+    have there, so that resuming equals not stopping, evaluations included: one on the eval.every grid, or at the
+    last of train.iterations. A Ctrl-C stops without evaluating: an evaluation owed is made now, from the
+    checkpoint's weights and random state, the very ones it would have seen. A run's last iteration and a time
+    limit's stop evaluate off the grid: a run resumed past them forgets that evaluation, which a run never stopped
+    there does not make."""
+    cfg, iteration = run.cfg, run.start - 1
+    rows = plots.read_metrics(run.run_dir)
+    if not rows or rows[-1]["iteration"] != iteration or iteration > cfg.train.iterations:
+        return  # no row to settle (metrics.jsonl was lost), or a resume to fewer iterations, which trains nothing
+    owed = cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or iteration == cfg.train.iterations)
+    if owed == ("eval/success" in rows[-1]):
+        return
+    row = {key: value for key, value in rows[-1].items() if not key.startswith("eval/")}
+    if owed:  # before the row is rewritten: a crash while evaluating leaves the row whole, the evaluation still owed
+        row.update(evaluate(run.sampler, run.chat, cfg, f"Evaluation at iteration {iteration}",
+                            os.path.join(run.run_dir, "samples.md"), run.decoder))
+    else:
+        drop_after_checkpoint(run.run_dir, iteration - 1)  # that evaluation's samples go, and the row, written below
+    write_file(os.path.join(run.run_dir, "metrics.jsonl"), "".join(json.dumps(line) + "\n" for line in [*rows[:-1], row]))
 
 
 class Clock:
@@ -576,6 +605,8 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     interrupted = ctrl_c is not None and ctrl_c.pressed
     last = iteration == cfg.train.iterations or interrupted or (
         cfg.train.time_limit_min > 0 and time.time() - run.started > 60 * cfg.train.time_limit_min)
+    # Ctrl-C stops at once, without evaluating. A resumed run makes the evaluation owed here, and forgets one made off
+    # the eval.every grid at a stop it trains past (settle_evaluation_at_checkpoint): resuming equals not stopping
     if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last) and not interrupted:
         metrics.update(evaluate(run.sampler, run.chat, cfg, f"Evaluation at iteration {iteration}",
                                 os.path.join(run.run_dir, "samples.md"), run.decoder))
@@ -598,7 +629,7 @@ def evaluate_saved_actor(run_dir, overrides):
     checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to RUN_DIR/eval_samples.md."""
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
-    cfg = namespace(load_config(os.path.join(run_dir, "config.yaml"), overrides))
+    cfg = namespace(load_run_config(run_dir, overrides))
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)
     checkpoint = os.path.join(run_dir, "checkpoint")
@@ -611,8 +642,7 @@ def evaluate_saved_actor(run_dir, overrides):
                        f"Evaluation of the checkpoint at iteration {iteration}", os.path.join(run_dir, "eval_samples.md"), decoder)
     line = {"iteration": iteration, "eval.k": cfg.eval.k, "eval.num_seeds": cfg.eval.num_seeds,
             "eval.temperature": cfg.eval.temperature, **metrics}
-    with open(os.path.join(run_dir, "eval.jsonl"), "a") as f:
-        f.write(json.dumps(line) + "\n")
+    write_file(os.path.join(run_dir, "eval.jsonl"), json.dumps(line) + "\n", "a")
     print(json.dumps(line))
     return line
 
@@ -631,6 +661,11 @@ def main(argv=None):
     if (args.resume or args.eval) and args.config:
         parser.error(f"--config {args.config} with --resume or --eval: a run keeps its own RUN_DIR/config.yaml; "
                      "give changes as section.key=value overrides")
+    if args.resume and args.eval:
+        parser.error("--resume and --eval together: --resume RUN_DIR trains on, --eval RUN_DIR evaluates its checkpoint; "
+                     "give one (after --resume, --eval RUN_DIR evaluates the result)")
+    if args.bench < 0 or args.bench_tokens < 1:
+        parser.error("--bench K needs K >= 1 iterations (0, the default, is no benchmark) and --bench-tokens >= 1")
     transformers.utils.logging.disable_progress_bar()  # its loading and saving bars would break into ours
     overrides = list(args.overrides)
     if args.bench:
@@ -643,7 +678,7 @@ def main(argv=None):
             return evaluate_saved_actor(args.eval, overrides)
         if args.resume:
             check_resumable(args.resume)
-        cfg = load_config(os.path.join(args.resume, "config.yaml") if args.resume else args.config, overrides)
+        cfg = load_run_config(args.resume, overrides) if args.resume else load_config(args.config, overrides)
         with CtrlC() as ctrl_c:
             run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
         if ctrl_c.pressed:  # the summary says how to resume

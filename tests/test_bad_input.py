@@ -78,7 +78,7 @@ CONFIG_ROWS = [
     (["algo.filter_ratio=0"], "filter_ratio"),
     (["algo.ppo_epochs=0"], "ppo_epochs"),
     (["rollout.max_new_tokens=0"], "max_new_tokens"),
-    (["rollout.max_new_tokens=99999"], "max_context"),
+    (["rollout.max_new_tokens=30000"], "max_context"),
     (["rollout.max_context=0"], "max_context"),
     (["rollout.min_new_tokens=-1"], "min_new_tokens"),
     (["rollout.stated_max_tokens=0"], "stated_max_tokens"),
@@ -134,6 +134,39 @@ CONFIG_ROWS = [
     (["warmup.env_text=true", "warmup.thought_loss=false"], "warmup.thought_loss"),
     (["rollout.mi_groups=1"], "rollout.mi_groups"),
     (["warmup.thought_temperature=0"], "warmup.thought_temperature"),
+    # well-typed but absurd: every number has a range
+    (["rollout.temperature=1e-300"], "rollout.temperature"),
+    (["rollout.temperature=0.001"], "rollout.temperature"),
+    (["algo.actor_lr=1e30"], "algo.actor_lr"),
+    (["rollout.groups=100000000000000000000"], "rollout.groups"),
+    (["rollout.group_size=5000"], "rollout.group_size"),
+    (["rollout.max_context=99999999"], "rollout.max_context"),
+    (["eval.num_seeds=10000000"], "eval.num_seeds"),
+    (["algo.ppo_epochs=1000"], "algo.ppo_epochs"),
+    (["env.max_turns=100000"], "env.max_turns"),
+    (["algo.clip_high=50"], "algo.clip_high"),
+    (["env.format_penalty=1"], "env.format_penalty"),
+    (["warmup.thought_tokens=100000"], "warmup.thought_tokens"),
+    (["eval.k=100000"], "eval.k"),
+    (["algo.kl_coef=1e9"], "algo.kl_coef"),
+    (["train.iterations=1000000000"], "train.iterations"),
+    # env keywords: types, bounds that keep the map check under a second, distinct arm names
+    (["env.name=frozenlake", "env.kwargs={is_slippery: 'no'}"], "is_slippery"),
+    (["env.name=frozenlake", "env.kwargs={is_slippery: 1}"], "is_slippery"),
+    (["env.name=frozenlake", "env.kwargs={size: 5000}"], "size"),
+    (["env.name=frozenlake", "env.kwargs={p_frozen: 0.1}"], "p_frozen"),
+    (["env.name=frozenlake", "env.kwargs={p_frozen: '0.9'}"], "p_frozen"),
+    (["env.kwargs={num_boxes: 4}"], "num_boxes"),
+    (["env.kwargs={dim_room: 50}"], "dim_room"),
+    (["env.kwargs={dim_room: [6, 50]}"], "dim_room"),
+    (["env.kwargs={search_depth: 100000}"], "search_depth"),
+    (["env.kwargs={spaced_grid: 'yes'}"], "spaced_grid"),
+    ([*BANDIT, "env.kwargs={high_name: Dragon, low_name: Dragon}"], "Dragon"),
+    ([*BANDIT, "env.kwargs={high_name: ' '}"], "high_name"),
+    ([*BANDIT, "env.kwargs={low_name: 3}"], "low_name"),
+    ([*BANDIT, "env.kwargs={high_prob: 2}"], "high_prob"),
+    # a key given twice in one value
+    (["env.kwargs={size: 4, size: 8}", "env.name=frozenlake"], "'size' is given twice"),
     # a run folder that cannot be made
     (["run_dir=/dev/null/run"], "/dev/null"),
     (["run_dir=RUN_DIR/a_file"], "a_file"),
@@ -158,6 +191,33 @@ def test_bad_override(no_model, tmp_path, capsys, overrides, named):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["--bench", "-3"], "--bench"),
+    (["--bench", "2", "--bench-tokens", "0"], "--bench-tokens"),
+    (["--resume", "RUN_DIR", "--eval", "RUN_DIR"], "--resume and --eval together"),
+])
+def test_bad_flags_are_named(no_model, tmp_path, capsys, argv, named):
+    message = exit_message([a.replace("RUN_DIR", str(tmp_path)) for a in argv], capsys)
+    assert named in message
+
+
+@pytest.mark.parametrize("largest, beyond", [
+    (["env.name=frozenlake", "env.kwargs={size: 100, p_frozen: 0.5}"], "env.kwargs={size: 101, p_frozen: 0.5}"),
+    (["env.kwargs={dim_room: 12, num_boxes: 2, search_depth: 50}"], "env.kwargs={dim_room: 12, num_boxes: 2, search_depth: 51}"),
+])
+def test_the_largest_envs_allowed_pass_the_map_check_within_a_second(largest, beyond):
+    """The bounds on env sizes are there so that the check before the model loads stays quick (FrozenLake of
+    size 5000 spent minutes in it); the largest allowed maps pass it within a second, one step more is refused."""
+    import time
+    import config
+
+    started = time.perf_counter()
+    config.load_config(TINY_YAML, ["train.device=cpu", *largest])
+    assert time.perf_counter() - started < 1.0
+    with pytest.raises(config.ConfigError):
+        config.load_config(TINY_YAML, ["train.device=cpu", *largest[:-1], beyond])
+
+
 # ------------------------------------------------------------------------------------------------------
 # Config files: (file content, what the message must name besides the file)
 # ------------------------------------------------------------------------------------------------------
@@ -170,6 +230,10 @@ FILE_ROWS = [
     (b"algo: 3\n", "algo"),
     (b"algo:\n  clip_hihg: 0.3\n", "algo.clip_high"),
     (b"3: x\n", "'3'"),
+    # a key or a section given twice: YAML alone keeps the last, and the first one's keys would be lost
+    (b"algo:\n  actor_lr: 1.0e-4\nalgo:\n  clip_high: 0.3\n", "'algo' is given twice (lines 1 and 3)"),
+    (b"algo:\n  clip_high: 0.3\n  clip_high: 0.2\n", "'clip_high' is given twice (lines 2 and 3)"),
+    (b"env:\n  kwargs:\n    size: 4\n    size: 5\n", "'size' is given twice"),
 ]
 
 
@@ -231,6 +295,14 @@ DAMAGE_ROWS = [  # (id, damage done to the copied run folder, what the message m
     ("actor folder missing", lambda run: shutil.rmtree(run / "checkpoint/actor"), "actor"),
     ("config.yaml missing", lambda run: (run / "config.yaml").unlink(), "config.yaml"),
     ("config.yaml damaged", lambda run: (run / "config.yaml").write_text("env: [\n"), "config.yaml"),
+    # the run's config is checked as strictly as a new one, and must be whole: an emptied one is not the defaults
+    ("config.yaml empty", lambda run: (run / "config.yaml").write_text(""), "config.yaml lacks"),
+    ("config.yaml cut", lambda run: truncate(run / "config.yaml", lambda n: n // 3), "config.yaml"),
+    ("config.yaml section twice", lambda run: (run / "config.yaml").write_text(
+        (run / "config.yaml").read_text() + "algo:\n  actor_lr: 1.0\n"), "'algo' is given twice"),
+    ("config.yaml absurd value", lambda run: (run / "config.yaml").write_text(
+        (run / "config.yaml").read_text().replace("temperature: 1.0", "temperature: 1.0e-300", 1)),
+     "rollout.temperature"),
 ]
 
 
@@ -242,6 +314,18 @@ def test_damaged_run_folder_is_refused_on_resume(finished_run, tmp_path, capsys,
     damage(run_dir)
     message = exit_message(["--resume", str(run_dir), "train.iterations=2"], capsys)
     assert named in message and str(run_dir) in message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag, override, named", [
+    ("--resume", "algo.estimator=grpo", "algo.estimator='grpo'"),
+    ("--resume", "model.tokenizer_vocab=4096", "model.tokenizer_vocab=4096"),
+    ("--eval", "model.name=random-qwen2.5-0.5b", "model.name='random-qwen2.5-0.5b'"),
+])
+def test_an_override_may_not_change_what_the_checkpoint_was_built_with(finished_run, capsys, no_model, flag, override,
+                                                                        named):
+    message = exit_message([flag, str(finished_run), override], capsys)
+    assert named in message and "this run was trained with" in message
 
 
 class Payload:
@@ -282,22 +366,80 @@ def test_resume_or_eval_of_a_folder_that_does_not_exist(tmp_path, capsys, flag):
     assert f"{flag} {tmp_path / 'nope'}: no such folder" in message
 
 
+METRICS_DAMAGE = {  # how the damage is done to metrics.jsonl's bytes: (iteration 0's row, iteration 1's row)
+    "partial last line": lambda rows: rows + [b'{"iteration": 2, "rollout/succ'],
+    "a number between the rows": lambda rows: rows[:1] + [b"3"] + rows[1:],
+    "not UTF-8": lambda rows: rows[:1] + [b'{"iteration": 5, "note": "caf\xe9"}'] + rows[1:],
+    "no iteration": lambda rows: rows[:1] + [b'{"rollout/success": 0.5}'] + rows[1:],
+    "iteration as text": lambda rows: rows[:1] + [b'{"iteration": "1"}'] + rows[1:],
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["partial last line", "missing"])
+@pytest.mark.parametrize("damage", [*METRICS_DAMAGE, "missing"])
 def test_resume_mends_metrics_jsonl(finished_run, tmp_path, capsys, damage):
-    """A crash while writing leaves a partial last line; a deleted file is started again. Either way the
-    run resumes, says what it did, and metrics.jsonl is whole afterwards."""
+    """A crash while writing leaves a partial last line; an edit can leave any line damaged; a deleted file is
+    started again. Either way the run resumes, says which line it left out (kept aside in
+    metrics.jsonl.damaged) and metrics.jsonl is whole afterwards."""
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     metrics = run_dir / "metrics.jsonl"
     if damage == "missing":
         metrics.unlink()
     else:
-        metrics.write_text(metrics.read_text() + '{"iteration": 2, "rollout/succ')
+        lines = METRICS_DAMAGE[damage](metrics.read_bytes().splitlines())
+        metrics.write_bytes(b"\n".join(lines) + b"\n")
+        bad = next(number for number, line in enumerate(lines, start=1) if line not in metrics_rows(finished_run))
     ragen_mini.main(["--resume", str(run_dir), "train.iterations=2"])
-    assert "metrics.jsonl" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "metrics.jsonl" in out
     iterations = [json.loads(line)["iteration"] for line in metrics.read_text().splitlines()]
     assert iterations == ([0, 1, 2] if damage != "missing" else [2])
+    if damage != "missing":
+        assert f"line {bad}:" in out and (run_dir / "metrics.jsonl.damaged").read_bytes() == lines[bad - 1] + b"\n"
+
+
+def metrics_rows(run_dir):
+    return (run_dir / "metrics.jsonl").read_bytes().splitlines()
+
+
+# ------------------------------------------------------------------------------------------------------
+# Model files, checked before transformers reads them; a local folder that is missing never goes to the hub
+# ------------------------------------------------------------------------------------------------------
+def model_folder(root, config_json, weights=True):
+    folder = root / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(config_json)
+    if weights:
+        (folder / "model.safetensors").write_bytes(b"")
+    return str(folder)
+
+
+MODEL_ROWS = [  # (id, makes model.name under a folder, what the message must name)
+    ("gguf empty", lambda root: str((root / "m.gguf").touch() or root / "m.gguf"), "it is empty"),
+    ("gguf is text", lambda root: str((root / "m.gguf").write_text("hello") and root / "m.gguf"), "not b'GGUF'"),
+    ("config.json a list", lambda root: model_folder(root, "[1, 2]"), "holds a list"),
+    ("config.json not JSON", lambda root: model_folder(root, "{model"), "cannot be read as JSON"),
+    ("no weights", lambda root: model_folder(root, '{"model_type": "llama"}', weights=False), "no weights"),
+    ("missing folder under an existing one", lambda root: str((root / "models").mkdir() or "models/mine"),
+     "no such folder"),
+    ("missing path of three parts", lambda root: "models/org/mine", "no such folder"),
+]
+
+
+@pytest.mark.parametrize("make, named", [row[1:] for row in MODEL_ROWS], ids=[row[0] for row in MODEL_ROWS])
+def test_bad_model_files_are_refused_before_transformers_reads_them(tmp_path, capsys, monkeypatch, make, named):
+    import huggingface_hub.constants
+    import models
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(models, "hub_reachable", lambda *args: pytest.fail("a local path was sent to the hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    name = make(tmp_path)
+    message = exit_message(["--config", TINY_YAML, "train.device=cpu", f"model.name={name}", f"run_dir={tmp_path / 'run'}"],
+                           capsys)
+    assert f"model.name={name}" in message and named in message
+    assert not (tmp_path / "run").exists()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -334,6 +476,61 @@ def test_full_disk_while_writing_metrics_says_so(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
     message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
     assert "plots.png" in message and "disk is full" in message
+
+
+class FullAtClose:
+    """A file on a full disk: the text goes to the buffer, and the close fails with an OSError that names no file."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, text):
+        return self.f.write(text)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def full_disk_for(monkeypatch, name):
+    real_open = open
+    monkeypatch.setattr(bookkeeping, "open", lambda path, *args, **kwargs: FullAtClose(real_open(path, *args, **kwargs))
+                        if os.path.basename(path) == name else real_open(path, *args, **kwargs), raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["config.yaml", "samples.md", "metrics.jsonl"])
+def test_a_full_disk_at_the_start_names_the_file_and_leaves_nothing_behind(tmp_path, capsys, monkeypatch, name):
+    full_disk_for(monkeypatch, name)
+    run_dir = tmp_path / "run"
+    message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
+    assert str(run_dir / name) in message and "disk is full" in message
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_eval_names_the_file_and_leaves_no_empty_one(finished_run, tmp_path, capsys, monkeypatch):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    full_disk_for(monkeypatch, "eval_samples.md")
+    message = exit_message(["--eval", str(run_dir)], capsys)
+    assert str(run_dir / "eval_samples.md") in message and "disk is full" in message
+    assert not (run_dir / "eval_samples.md").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides, named", [
+    (["rollout.max_context=100", "rollout.max_new_tokens=8"], "max_context"),  # the first prompt does not fit
+    ([*BANDIT, "rollout.max_context=60", "rollout.max_new_tokens=8"], "max_context"),
+])
+def test_a_start_that_fails_leaves_no_run_folder(tmp_path, capsys, monkeypatch, overrides, named):
+    monkeypatch.chdir(tmp_path)  # with no run_dir, the run would go to runs/<env>-<time>
+    message = exit_message(["--config", TINY_YAML, *SMALL, *overrides, "run_dir="], capsys)
+    assert named in message
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 @pytest.mark.slow
