@@ -109,8 +109,8 @@ def attention(q, keys, values, visible, scale):
     attend. -> (B, W, H*d)
 
     PyTorch's fused attention with enable_gqa takes each K and V head with the query heads that share it,
-    for a prompt (W > 1) as for a decoding step (W = 1): faster on an H200 than two products and a
-    softmax written out, or than K and V copied for every query head (docs/performance.md, set 20).
+    for a prompt (W > 1) as for a decoding step (W = 1): faster than two products and a softmax written
+    out, or than K and V copied for every query head (docs/performance.md).
 
     Two query heads sharing one K/V head (d = 1), one token, two slots holding the values 0 and 1: head 0
     (q = 0) weighs them 1/2 and 1/2, head 1 scores slot 1 higher by ln 3 and weighs them 1/4 and 3/4.
@@ -199,7 +199,7 @@ def race(scores):
 
 def two_stage_race(scores):
     """A token per row with probability softmax(scores), from about 2 sqrt(V) random numbers instead of V
-    (drawing them was most of the sampling's time: docs/performance.md, set 20). The V tokens are cut into
+    (drawing them was most of the sampling's time: docs/performance.md). The V tokens are cut into
     blocks of S = ceil(sqrt(V)); a race picks a block with probability its share of sum(exp(scores)), a
     second race a token within it with its share of the block: the product is exactly the token's
     softmax probability. (B, V) -> (B,)
@@ -261,10 +261,10 @@ class StaticDecoder:
             attn, mlp = layer.self_attn, layer.mlp
             self.fused.append(Fused(*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
         # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where it
-        # would copy each written slice of one big input whole and back (docs/performance.md, set 19).
+        # would copy each written slice of one big input whole and back.
         # One slot more than any window reads (the last, never used): a window of every slot would be a slice
         # of the whole tensor, which torch.compile treats apart, compiling the step and the prefill layer once
-        # more in the middle of a run (docs/performance.md, set 26).
+        # more in the middle of a run.
         L = self.slots + 1
         shape = (batch_size, config.num_key_value_heads, L, model.model.layers[0].self_attn.head_dim)
         self.keys = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]    # (B, G, L, d) each
@@ -334,8 +334,8 @@ class StaticDecoder:
 
         Its shapes are rounded up, the width to PREFILL_STEP tokens and the window to WINDOW_STEP slots (the
         extra columns are padding, the extra slots are hidden): on a GPU PyTorch runs this masked attention
-        with cuDNN, which plans every new shape on the host, about 0.1 s, where rounded shapes repeat from
-        turn to turn and iteration to iteration and reuse their plans (docs/performance.md, set 24)."""
+        with cuDNN, which plans every new shape on the host, where rounded shapes repeat from turn to turn and
+        iteration to iteration and reuse their plans."""
         model, start, device = self.model, self.next_slot, self.model.device
         width = self.width(new)
         ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id, width))  # (B, W)

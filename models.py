@@ -185,7 +185,7 @@ def compile_layers(*backbones):
     """Regional compilation for scoring and update: torch.compile each transformer layer's forward. Op by
     op, a layer's element-wise work (the float32 RMSNorm, the rotary embedding, SwiGLU, the residual
     adds, autocast's casts) is dozens of passes over its activations, a large part of the update's GPU
-    time (docs/performance.md, set 17); compiled, a few fused kernels. The layers differ only in their
+    time; compiled, a few fused kernels. The layers differ only in their
     weights, which the compiled code takes as inputs, so it compiles once per layer class and grad mode,
     not once per layer (with use_cache=False: a KV cache is indexed by layer). dynamic=True: every
     micro-batch has its own width. A backbone may be None (no critic, no reference); one without a `layers`

@@ -57,7 +57,7 @@ from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thought
 # because the logits at position t predict token t+1 (docs/paper.md §7.4).
 # ======================================================================================================
 WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8 apart
-#                 (aligned rows), so a first width of the other kind would compile them again (docs/performance.md, set 26)
+#                 (aligned rows), so a first width of the other kind would compile them again
 
 
 @dataclass
@@ -101,8 +101,8 @@ def hidden_states(backbone, input_ids):
     token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
     positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
     causal kernel. No KV cache: one indexed by layer would make each compiled layer its own graph
-    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host (0.14 s forward and
-    backward), and micro-batch widths keep changing (docs/performance.md, sets 21 and 23)."""
+    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host, and micro-batch
+    widths keep changing."""
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
@@ -115,8 +115,8 @@ def token_logprobs(actor, input_ids, response_mask, temperature, with_entropy, c
     recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
     (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
     five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
-    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits
-    (docs/performance.md, set 17); torch.compile keeps its code with the function, so this compiles once.
+    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits;
+    torch.compile keeps its code with the function, so this compiles once.
     """
     hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
     at = response_mask.bool()
@@ -234,7 +234,7 @@ def compute_advantages(batch, cfg):
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
         # compute_gae's Python loop takes about ten small operations per time step: on a GPU each would be a kernel
-        # launch, so it runs on CPU copies (docs/performance.md, set 14), over the time steps packed together.
+        # launch, so it runs on CPU copies, over the time steps packed together.
         on_cpu = (x.cpu() for x in (token_rewards, batch.values, gae_steps(mask, cfg)))
         advantages, returns = (x.to(mask.device) for x in starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
@@ -436,7 +436,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         copy_weights(run.actor, run.sampler)
         metrics["perf/update_s"] = clock.lap()
         if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
-            gc.freeze()             # full passes: 0.9 s over a GPU run's 884,000 objects (docs/performance.md, set 23)
+            gc.freeze()             # full passes, which walk every object the run holds
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()

@@ -80,6 +80,7 @@ def test_thoughts_are_read_from_samples_md(tmp_path):
                                                     "Evaluation at iteration 40": {"1000000": ["#"]}}
 
 
+@pytest.mark.slow
 def test_every_finding_draws_from_the_kept_runs(tmp_path, monkeypatch):
     """The stored runs in results/runs/findings give each finding a figure and a table; the numbers in the
     tables are those of the metrics files, read here on their own."""
