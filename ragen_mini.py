@@ -181,7 +181,7 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
         with autocast(device):
             batch.old_logp[rows, cols] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
             if critic is not None:
-                batch.values[rows, cols] = token_values(critic, ids, gae_steps(mask, cfg))
+                batch.values[rows, cols] = token_values(critic, ids, configured_gae_steps(mask, cfg))
             if reference is not None:
                 batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
 
@@ -220,7 +220,7 @@ def measure_thought_mi(actor, chat, trajectories, cfg, device):
 # PPO: GAE over the whole multi-turn token sequence, skipping observation tokens, then whitening.
 # GRPO: the trajectory's reward normalised within its group, on every one of its tokens.
 # ======================================================================================================
-def gae_steps(mask, cfg):
+def configured_gae_steps(mask, cfg):
     """Where GAE takes its time steps, and so where step 3 needs the critic's values: the sampled tokens,
     or with algo.gae_skip_observations=false (the paper's code, docs/paper.md §9.5) every token from
     the first sampled one to the last."""
@@ -235,7 +235,7 @@ def compute_advantages(batch, cfg):
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
         # compute_gae's Python loop takes about ten small operations per time step: on a GPU each would be a kernel
         # launch, so it runs on CPU copies, over the time steps packed together.
-        on_cpu = (x.cpu() for x in (token_rewards, batch.values, gae_steps(mask, cfg)))
+        on_cpu = (x.cpu() for x in (token_rewards, batch.values, configured_gae_steps(mask, cfg)))
         advantages, returns = (x.to(mask.device) for x in starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
@@ -484,18 +484,27 @@ def setup(cfg_dict, resume_dir):
         raise
 
 
+def load_policy(cfg, saved_actor=None):
+    """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder, when
+    given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler that plays
+    the episodes. -> (device, actor, chat, sampler, decoder)"""
+    device = train_device(cfg)
+    torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
+    tokenizer, actor = load_models(cfg, device, saved_actor)
+    if saved_actor:
+        check_finite_weights(actor, saved_actor)
+    chat = chat_format(tokenizer, actor.generation_config)
+    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
+    return device, actor, chat, sampler, decoder
+
+
 def build_run(cfg_dict, run_dir, resume_dir):
     """Models, format warm-up, critic, reference, optimisers and random states (restored from RUN_DIR/checkpoint
     on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is owed)."""
     cfg = namespace(cfg_dict)
-    device = train_device(cfg)
-    torch.manual_seed(cfg.seed)  # sampling; env seeds come from seed_rng below, puzzles from their seeds
-    tokenizer, actor = load_models(cfg, device, os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None)
-    if resume_dir:
-        check_finite_weights(actor, os.path.join(resume_dir, "checkpoint", "actor"))
-    chat = chat_format(tokenizer, actor.generation_config)  # end-of-turn and stop ids, from the model's own template
+    saved_actor = os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None
+    device, actor, chat, sampler, decoder = load_policy(cfg, saved_actor)
     write_file(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(cfg_dict, sort_keys=False))
-    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
         if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
@@ -630,13 +639,7 @@ def evaluate_saved_actor(run_dir, overrides):
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
-    device = train_device(cfg)
-    torch.manual_seed(cfg.seed)
-    checkpoint = os.path.join(run_dir, "checkpoint")
-    tokenizer, actor = load_models(cfg, device, os.path.join(checkpoint, "actor"))
-    check_finite_weights(actor, os.path.join(checkpoint, "actor"))
-    chat = chat_format(tokenizer, actor.generation_config)
-    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
+    _, _, chat, sampler, decoder = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
     iteration = load_state(run_dir)["iteration"]
     metrics = evaluate(sampler, chat, cfg,
                        f"Evaluation of the checkpoint at iteration {iteration}", os.path.join(run_dir, "eval_samples.md"), decoder)
