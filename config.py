@@ -25,6 +25,25 @@ class ConfigError(ValueError):
     pass
 
 
+def collect(errors, call, *args):
+    """Run call(*args), adding a ConfigError's message to ERRORS instead of stopping: all of a config's problems
+    are said in one pass, not one per start."""
+    try:
+        return call(*args)
+    except ConfigError as error:
+        errors.extend(getattr(error, "problems", [str(error)]))  # a section's problems, one by one
+        return None
+
+
+def raise_all(errors):
+    if len(errors) == 1:
+        raise ConfigError(errors[0])
+    if errors:
+        error = ConfigError(f"{len(errors)} problems:\n" + "\n".join(f"  - {problem}" for problem in errors))
+        error.problems = errors
+        raise error
+
+
 # Every number's range, both ends included: wider than any sensible run, narrow enough that a value outside is
 # a typo (temperature 1e-300 turns logits into inf, a learning rate of 1e30 into NaN, 1e9 groups into a hang).
 RANGES = {
@@ -88,8 +107,10 @@ def _set_key(cfg, schema, dotted, value, source):
     if isinstance(default, dict) and key != "kwargs":  # a whole section given as a mapping: recurse
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: '{dotted}' is a section; give its keys, e.g. {dotted}.<key>=...")
+        errors = []
         for sub, sub_value in value.items():
-            _set_key(cfg, schema, f"{dotted}.{sub}", sub_value, source)
+            collect(errors, _set_key, cfg, schema, f"{dotted}.{sub}", sub_value, source)
+        raise_all(errors)
         return
     if isinstance(default, bool) != isinstance(value, bool) or not (
             isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))):
@@ -116,25 +137,13 @@ def load_config(path=None, overrides=()):
     """Schema defaults <- config file <- command-line overrides, then sanity checks. Returns a dict."""
     with open(os.path.join(HERE, "config.yaml")) as f:
         schema = yaml.safe_load(f)
-    cfg = copy.deepcopy(schema)
+    cfg, errors = copy.deepcopy(schema), []
     if path:
         for key, value in read_config_file(path).items():
-            _set_key(cfg, schema, str(key), value, path)
+            collect(errors, _set_key, cfg, schema, str(key), value, path)
     for item in overrides:
-        key, equals, text = item.partition("=")
-        if not equals or not key or key.startswith(".") or key.endswith("."):
-            raise ConfigError(f"override '{item}' must look like section.key=value. If it is part of the value "
-                              "before it, the shell split that value at a space: quote the whole override, "
-                              "e.g. 'env.kwargs={dim_room: 8, num_boxes: 2}'")
-        try:
-            value = parse_yaml(text) if text else ""
-        except ConfigError as error:
-            raise ConfigError(f"command line: the value of '{key}': {error}") from None
-        except yaml.YAMLError as error:
-            raise ConfigError(f"command line: the value of '{key}' is not valid YAML ({text!r}: "
-                              f"{str(error).splitlines()[0]}). A value with spaces, brackets or braces must be "
-                              f"one shell word: quote the whole override, e.g. '{key}=...'") from None
-        _set_key(cfg, schema, key, value, "command line")
+        collect(errors, set_override, cfg, schema, item)
+    raise_all(errors)  # the checks below need every value of the right type
     check_config(cfg)
     return cfg
 
@@ -166,6 +175,23 @@ def load_run_config(run_dir, overrides=()):
     return cfg
 
 
+def set_override(cfg, schema, item):
+    key, equals, text = item.partition("=")
+    if not equals or not key or key.startswith(".") or key.endswith("."):
+        raise ConfigError(f"override '{item}' must look like section.key=value. If it is part of the value "
+                          "before it, the shell split that value at a space: quote the whole override, "
+                          "e.g. 'env.kwargs={dim_room: 8, num_boxes: 2}'")
+    try:
+        value = parse_yaml(text) if text else ""
+    except ConfigError as error:
+        raise ConfigError(f"command line: the value of '{key}': {error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"command line: the value of '{key}' is not valid YAML ({text!r}: "
+                          f"{str(error).splitlines()[0]}). A value with spaces, brackets or braces must be "
+                          f"one shell word: quote the whole override, e.g. '{key}=...'") from None
+    _set_key(cfg, schema, key, value, "command line")
+
+
 def read_config_file(path):
     """A YAML mapping of sections, like config.yaml; anything else stops here with the file named."""
     try:
@@ -189,14 +215,18 @@ def read_config_file(path):
 
 
 def check_config(cfg):
-    """Impossible settings fail here, with the reason, before any model loads."""
+    """Impossible settings fail here, all of them at once with their reasons, before any model loads."""
     r, a, e = cfg["rollout"], cfg["algo"], cfg["eval"]
+    errors, unsound = [], set()  # the keys whose numbers are not to be used in the checks that build on them
     for key in _flat_keys(cfg):  # NaN and inf pass every comparison below the wrong way, or crash later
         value = _get(cfg, key)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value}: give a finite number")
-        if key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
-            raise ConfigError(f"{key}={value} is out of range: give a value from {RANGES[key][0]} to {RANGES[key][1]}")
+            errors.append(f"{key}={value}: give a finite number")
+        elif key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
+            errors.append(f"{key}={value} is out of range: give a value from {RANGES[key][0]} to {RANGES[key][1]}")
+        else:
+            continue
+        unsound.add(key)
     rules = [
         (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
@@ -221,17 +251,18 @@ def check_config(cfg):
          "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + eval.num_seeds "
          "at most 2**32; the default 1000000 keeps evaluation puzzles apart from training ones"),
     ]
-    for ok, message in rules:
-        if not ok:
-            raise ConfigError(message)
-    check_env(cfg)
-    check_run_dir(cfg["run_dir"])
+    errors += [message for ok, message in rules if not ok]
+    collect(errors, check_run_dir, cfg["run_dir"])
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
-    kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
-    if a["mini_batch_size"] > kept:
-        raise ConfigError(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
+        errors.append("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
+    if cfg["env"]["name"] in ENVS and not any(key.startswith("env.") for key in unsound):
+        collect(errors, check_env, cfg)
+    if not unsound & {"algo.filter_ratio", "rollout.groups", "rollout.group_size", "algo.mini_batch_size"}:
+        kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
+        if a["mini_batch_size"] > kept:
+            errors.append(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
                           "iteration (groups x group_size x filter_ratio)")
+    raise_all(errors)
 
 
 def check_env(cfg):

@@ -191,6 +191,20 @@ def test_bad_override(no_model, tmp_path, capsys, overrides, named):
     assert not (tmp_path / "run").exists()
 
 
+def test_every_problem_of_a_config_is_said_in_one_pass(no_model, tmp_path, capsys):
+    """Shrinking a preset for a CPU used to take one refused start per problem."""
+    preset = tmp_path / "mine.yaml"
+    preset.write_bytes(b"algo:\n  clip_hihg: 0.3\n  lam: abc\nrollout:\n  groups: 2\n")
+    message = exit_message(["--config", str(preset), "algo.ppo_epochs=x"], capsys)
+    assert message.count("\n  - ") == 3 and "3 problems" in message
+    assert "algo.clip_high" in message and "'algo.lam' must be float" in message and "algo.ppo_epochs" in message
+    message = exit_message(["--config", TINY_YAML, "rollout.groups=2", "rollout.group_size=2", "algo.mini_batch_size=32",
+                            "algo.micro_batch_size=64", "algo.lam=2", f"run_dir={tmp_path / 'run'}"], capsys)
+    assert "3 problems" in message and "micro_batch_size <= algo.mini_batch_size" in message
+    assert "algo.lam=2.0 is out of range" in message and "need algo.micro_batch_size" in message
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("argv, named", [
     (["--bench", "-3"], "--bench"),
     (["--bench", "2", "--bench-tokens", "0"], "--bench-tokens"),
