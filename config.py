@@ -133,10 +133,15 @@ def _flat_keys(tree, prefix=""):
             yield prefix + key
 
 
+def read_schema():
+    """config.yaml next to this file: every key with its default (and so its type)."""
+    with open(os.path.join(HERE, "config.yaml")) as f:
+        return yaml.safe_load(f)
+
+
 def load_config(path=None, overrides=()):
     """Schema defaults <- config file <- command-line overrides, then sanity checks. Returns a dict."""
-    with open(os.path.join(HERE, "config.yaml")) as f:
-        schema = yaml.safe_load(f)
+    schema = read_schema()
     cfg, errors = copy.deepcopy(schema), []
     if path:
         for key, value in read_config_file(path).items():
@@ -157,8 +162,7 @@ def load_run_config(run_dir, overrides=()):
     change what the checkpoint was built with."""
     path = os.path.join(run_dir, "config.yaml")
     saved = read_config_file(path)
-    with open(os.path.join(HERE, "config.yaml")) as f:
-        missing = sorted(set(_flat_keys(yaml.safe_load(f))) - set(_flat_keys(saved)))
+    missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)))
     if missing:
         raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run writes "
                           "its whole config there, so this file was emptied, cut or edited. Put back the run's "
