@@ -382,7 +382,7 @@ def group_reward_std(rewards, group_ids):
     return float(starpo.group_stats(rewards, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
-def evaluate(model, chat, cfg, title, samples_path, decoder=None):
+def evaluate(sampler, cfg, title, samples_path):
     """eval.k rollouts per fixed evaluation seed, in chunks of the training batch (no more memory than a
     training rollout; the static decoder is the training one). `title` heads the samples appended to
     samples_path ("Evaluation at iteration 10"). -> eval/success (the mean over all rollouts), and with
@@ -396,13 +396,13 @@ def evaluate(model, chat, cfg, title, samples_path, decoder=None):
     with torch.random.fork_rng():
         for start in range(0, len(seeds), chunk):
             part = seeds[start:start + chunk]
-            trajectories += play_episodes(LLMPolicy(model, chat, cfg, cfg.eval.temperature, decoder), chat, cfg, part, part)
+            trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg, part, part)
     text = [f"\n# {title}\n"]  # read these to see the echo trap happen
     for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
         text.append(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
         text += [f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} (format ok: {turn.format_ok}), "
                  f"reward {turn.reward:g}\n" for k, turn in enumerate(t.turns, 1)]
-        text.append(f"\n```\n{chat.tokenizer.decode(t.ids)}\n```\n")
+        text.append(f"\n```\n{sampler.chat.tokenizer.decode(t.ids)}\n```\n")
     write_file(samples_path, "".join(text), "a")
     metrics = rollout_metrics(trajectories, "eval")
     metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac",

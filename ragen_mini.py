@@ -5,17 +5,19 @@
     python ragen_mini.py --eval RUN_DIR eval.k=4       # a saved actor on the evaluation seeds, with pass@4
 
 One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
-  1. ROLLOUT   P prompts (env seeds) x N samples; each trajectory is a multi-turn conversation: the model
-               answers `<think>..</think><answer>a || b</answer>`, the env executes the actions and
-               the reward and next state come back as the next user message.   -> rollout.play_episodes()
-  2. FILTER    StarPO-S keeps the groups whose N rewards disagree most.        -> starpo.select_groups_by_reward_std
-  3. SCORE     log-probs of the sampled tokens, critic values, the reference.  -> old_logprobs_and_values()
-  4. ADVANTAGE GAE over the whole conversation (PPO) or group-normalised (GRPO). -> compute_advantages()
-  5. UPDATE    clipped policy loss + value loss over mini-batches.             -> update()
-The algorithms live in starpo.py, the environments in envs.py; this file is the trainer around them.
-config.py reads and checks the config, models.py loads the LLM and builds the critic and the sampler, rollout.py plays
-the multi-turn conversations, fast_decode.py is the GPU fast path of the rollout, tiny.py the in-process
-model, plots.py the plots, bookkeeping.py the metrics, evaluation, checkpoints, run folder and resume.
+  1. ROLLOUT    P prompts (env seeds) x N samples; each trajectory is a multi-turn conversation: the model
+                answers `<think>..</think><answer>a || b</answer>`, the env executes the actions and the
+                reward and next state come back as the next user message.    -> rollout.play_episodes()
+  2. FILTER     StarPO-S keeps the groups whose N rewards disagree most.  -> starpo.select_groups_by_reward_std
+  3. SCORE      log-probs of the sampled tokens, critic values, the reference. -> old_logprobs_and_values()
+  4. ADVANTAGES GAE over the whole conversation (PPO) or group-normalised (GRPO). -> compute_advantages()
+  5. UPDATE     clipped policy loss + value loss over mini-batches.            -> update()
+This file reads in that order: train(), then each step's functions, then a marked section a reader may skip
+(setup, the format warm-up, evaluation and checkpoints, the command line). The algorithms live in starpo.py,
+the environments in envs.py. config.py reads and checks the config, models.py loads the LLM and builds the
+critic and the sampler, rollout.py plays the multi-turn conversations, fast_decode.py is the GPU fast path of
+the rollout, tiny.py the in-process model, plots.py the plots, bookkeeping.py the metrics, evaluation,
+checkpoints, run folder and resume.
 """
 import argparse
 import copy
@@ -45,21 +47,106 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, 
                          release_lock, report_zero_signal, rollout_metrics, run_summary, save_checkpoint, write_file,
                          write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
-from fast_decode import StaticDecoder, rounded_up
-from models import Critic, build_critic, compile_layers, copy_weights, load_models, sampler_and_decoder, train_device
-from rollout import (ChatFormat, LLMPolicy, Trajectory, chat_format, own_thoughts_policy, play_episodes, random_policy,
-                     reply_spans, thought_length, without_thoughts)
+from fast_decode import rounded_up
+from models import Critic, build_critic, build_sampler, compile_layers, copy_weights, load_models, train_device
+from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy, play_episodes,
+                     random_policy, reply_spans, thought_length, without_thoughts)
 
 
 # ======================================================================================================
-# Scoring: per-token log-probs, entropies and values by forward passes over the exact token ids.
+# The training loop: one StarPO iteration is five steps, each a function below, in the order they run.
+# ======================================================================================================
+def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
+    run = setup(cfg_dict, resume_dir)
+    cfg, P, N = run.cfg, run.cfg.rollout.groups, run.cfg.rollout.group_size
+    progress = tqdm(range(run.start, cfg.train.iterations + 1), desc="train", initial=run.start - 1,
+                    total=cfg.train.iterations, disable=bench)
+    for iteration in progress:
+        clock = Clock(run.device)
+
+        # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
+        seeds = run.seed_rng.integers(0, cfg.eval.seed_offset, size=P)
+        policy = LLMPolicy(run.sampler, cfg, cfg.rollout.temperature)
+        trajectories = play_episodes(policy, run.chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
+        metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout"),
+                   "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s,
+                   "perf/decode_steps": policy.decode_steps}
+        if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
+            metrics.update(measure_thought_mi(run.actor, run.chat, trajectories, cfg, run.device))
+            metrics["perf/thought_mi_s"] = clock.lap()
+
+        # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
+        rewards = torch.tensor([t.reward for t in trajectories])  # (P*N,)
+        group_ids = torch.tensor([t.group for t in trajectories])  # (P*N,)
+        keep = starpo.select_groups_by_reward_std(rewards, group_ids, cfg.algo.filter_ratio, cfg.algo.filter_largest)
+        kept = [t for t, k in zip(trajectories, keep.tolist()) if k]
+        metrics["rollout/group_reward_std_all"] = group_reward_std(rewards, group_ids)
+        metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
+        metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
+
+        # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
+        # the paper's code trains on every token after the system message and the user turn's first token (§9.1)
+        train_from = run.chat.system_length + 1 if cfg.algo.train_tokens == "after_system" else None
+        batch = collate(kept, run.chat.pad_id, run.device, train_from)
+        old_logprobs_and_values(batch, run.actor, run.critic, run.reference, cfg, run.device)
+        metrics["perf/logprob_s"] = clock.lap()
+
+        # 4. ADVANTAGES: GAE over each whole conversation (PPO), or group-normalised rewards (GRPO)
+        metrics.update(compute_advantages(batch, cfg))
+
+        # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
+        metrics.update(update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers.get("critic"),
+                              cfg, run.device, run.generator))
+        copy_weights(run.actor, run.sampler.model)
+        metrics["perf/update_s"] = clock.lap()
+        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
+            gc.freeze()             # full passes, which walk every object the run holds
+        if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
+            break
+    progress.close()
+    release_lock(run.run_dir)
+    gc.unfreeze()  # what the run leaves behind may be collected again
+    if not bench:
+        print(run_summary(run.run_dir, time.time() - run.started))
+    return run.run_dir
+
+
+# ======================================================================================================
+# 1. ROLLOUT (rollout.play_episodes), and a measure of the thoughts: do they still depend on the state?
+# ======================================================================================================
+@torch.no_grad()
+def measure_thought_mi(actor, chat, trajectories, cfg, device):
+    """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
+    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those groups'
+    first prompts, M x M rows. The thought is the reply's tokens before its closing tag (rollout.thought_length),
+    as sampled, whether or not the reply kept the format. Nothing without rollout.think or with one group."""
+    firsts = {}
+    for t in trajectories:
+        firsts.setdefault(t.group, t)
+    firsts = list(firsts.values())[:cfg.rollout.mi_groups]
+    if len(firsts) < 2 or not cfg.rollout.think:
+        return {}
+    prompts, thoughts = [], []
+    for t in firsts:
+        start, end = reply_spans(t.sampled)[0]  # the first reply, after the first prompt
+        prompts.append(t.ids[:start])
+        thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
+    pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
+             for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
+    batch = collate(pairs, chat.pad_id, device)
+    summed = torch.zeros(len(pairs), device=device)  # (M*M,) log p(thought j | prompt i)
+    for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg):
+        logp = token_logprobs(actor, ids, mask, cfg)[0]
+        summed[rows.to(device)] = (logp * mask).sum(-1)
+    return {"rollout/thought_mi": float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
+
+
+# ======================================================================================================
+# 2. FILTER: starpo.select_groups_by_reward_std, called from train() above.
+# 3. SCORE: per-token log-probs, entropies and values by forward passes over the exact token ids.
 # Shapes: B trajectories, T tokens; per-token quantities live on the (B, T-1) grid of "next tokens"
 # because the logits at position t predict token t+1 (docs/paper.md §7.4).
 # ======================================================================================================
-WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8 apart
-#                 (aligned rows), so a first width of the other kind would compile them again
-
-
 @dataclass
 class Batch:
     """The kept trajectories as right-padded tensors: B rows of T tokens. Per-token quantities live on the
@@ -96,62 +183,27 @@ def collate(trajectories, pad_id, device, train_from=None):
                  group_ids=torch.tensor([t.group for t in trajectories], device=device))
 
 
-def hidden_states(backbone, input_ids):
-    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its last
-    token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
-    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
-    causal kernel. No KV cache: one indexed by layer would make each compiled layer its own graph
-    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host, and micro-batch
-    widths keep changing."""
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
+@torch.no_grad()
+def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
+    """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the update."""
+    B, width = batch.response_mask.shape
+    batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
+    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg):
+        cols = slice(0, mask.shape[1])
+        batch.old_logp[rows, cols] = token_logprobs(actor, ids, mask, cfg)[0]
+        if critic is not None:
+            batch.values[rows, cols] = token_values(critic, ids, configured_gae_steps(mask, cfg))
+        if reference is not None:
+            batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, cfg)[0]
 
 
-def token_logprobs(actor, input_ids, response_mask, temperature, with_entropy, chunk):
-    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only. -> two (b, T-1).
-
-    The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
-    only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
-    recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
-    (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
-    five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
-    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits;
-    torch.compile keeps its code with the function, so this compiles once.
-    """
-    hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
-    at = response_mask.bool()
-    flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
-    lm_head = actor.get_output_embeddings()
-    logprob_and_entropy = torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda else starpo.logprob_and_entropy
-
-    def chunk_fn(h, y):
-        return logprob_and_entropy(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
-
-    pieces = []
-    for start in range(0, len(targets), chunk):
-        args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
-        pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
-                      if torch.is_grad_enabled() else chunk_fn(*args))
-    logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device) for _ in range(2))  # (b, T-1) each
-    if pieces:
-        logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
-        entropy = entropy.masked_scatter(at, torch.cat([p[1] for p in pieces]))
-    return logp, entropy
-
-
-def token_values(critic, input_ids, response_mask):
-    """V at every response position -> (b, T-1): the value of the state before token t+1 is sampled."""
-    hidden = hidden_states(critic.backbone, input_ids)[:, :-1]
-    values = critic.value_head(hidden[response_mask.bool()]).squeeze(-1).float()  # (n,)
-    return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
-
-
-def micro_batches(batch, indices, size, max_tokens):
+def micro_batches(batch, indices, cfg):
     """Consecutive slices of `indices`, each trimmed to its longest row rounded up to WIDTH_STEP (a crop, thanks
     to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than
-    `size` and, with max_tokens > 0, while rows x width, what its activations scale with, stays within max_tokens:
-    long contexts get fewer rows, and memory stays bounded (algo.micro_batch_tokens). A longer row goes alone.
+    algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its activations scale with,
+    stays within it: long contexts get fewer rows, and memory stays bounded. A longer row goes alone.
     Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then [1200, 800]."""
+    size, max_tokens = cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens
     lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]  # one host transfer
     slices, start = [], 0
     while start < len(indices):
@@ -165,78 +217,89 @@ def micro_batches(batch, indices, size, max_tokens):
     return slices
 
 
+def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, temperature=None):
+    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only, at the sampler's
+    temperature (rollout.temperature) unless another is given. -> two (b, T-1).
+
+    The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
+    only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
+    recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
+    (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
+    five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
+    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits;
+    torch.compile keeps its code with the function, so this compiles once.
+    """
+    temperature, chunk = cfg.rollout.temperature if temperature is None else temperature, cfg.algo.logits_chunk
+    with autocast(input_ids.device):  # checkpoint's recomputation in backward runs under it too
+        hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
+        at = response_mask.bool()
+        flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
+        lm_head = actor.get_output_embeddings()
+        logprob_and_entropy = (torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda
+                               else starpo.logprob_and_entropy)
+
+        def chunk_fn(h, y):
+            return logprob_and_entropy(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
+
+        pieces = []
+        for start in range(0, len(targets), chunk):
+            args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
+            pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
+                          if torch.is_grad_enabled() else chunk_fn(*args))
+        logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device) for _ in range(2))  # (b, T-1) each
+        if pieces:
+            logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
+            entropy = entropy.masked_scatter(at, torch.cat([p[1] for p in pieces]))
+    return logp, entropy
+
+
+def token_values(critic, input_ids, response_mask):
+    """V at every response position -> (b, T-1): the value of the state before token t+1 is sampled."""
+    with autocast(input_ids.device):
+        hidden = hidden_states(critic.backbone, input_ids)[:, :-1]
+        values = critic.value_head(hidden[response_mask.bool()]).squeeze(-1).float()  # (n,)
+    return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
+
+
+def hidden_states(backbone, input_ids):
+    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its last
+    token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
+    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
+    causal kernel. No KV cache: one indexed by layer would make each compiled layer its own graph
+    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host, and micro-batch
+    widths keep changing."""
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
 def autocast(device):
     """bf16 matmuls on the GPU, float32 weights and losses (tiny updates like 1e-6 survive in float32)."""
     return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
 
 
-@torch.no_grad()
-def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
-    """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the update."""
-    B, width = batch.response_mask.shape
-    batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
-    temperature, chunk = cfg.rollout.temperature, cfg.algo.logits_chunk
-    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens):
-        cols = slice(0, mask.shape[1])
-        with autocast(device):
-            batch.old_logp[rows, cols] = token_logprobs(actor, ids, mask, temperature, False, chunk)[0]
-            if critic is not None:
-                batch.values[rows, cols] = token_values(critic, ids, configured_gae_steps(mask, cfg))
-            if reference is not None:
-                batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, temperature, False, chunk)[0]
-
-
-@torch.no_grad()
-def measure_thought_mi(actor, chat, trajectories, cfg, device):
-    """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
-    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those groups'
-    first prompts, M x M rows. The thought is the reply's tokens before its closing tag (rollout.thought_length),
-    as sampled, whether or not the reply kept the format. Nothing without rollout.think or with one group."""
-    firsts = {}
-    for t in trajectories:
-        firsts.setdefault(t.group, t)
-    firsts = list(firsts.values())[:cfg.rollout.mi_groups]
-    if len(firsts) < 2 or not cfg.rollout.think:
-        return {}
-    prompts, thoughts = [], []
-    for t in firsts:
-        start, end = reply_spans(t.sampled)[0]  # the first reply, after the first prompt
-        prompts.append(t.ids[:start])
-        thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
-    pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
-             for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
-    batch = collate(pairs, chat.pad_id, device)
-    summed = torch.zeros(len(pairs), device=device)  # (M*M,) log p(thought j | prompt i)
-    for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg.algo.micro_batch_size,
-                                         cfg.algo.micro_batch_tokens):
-        with autocast(device):
-            logp = token_logprobs(actor, ids, mask, cfg.rollout.temperature, False, cfg.algo.logits_chunk)[0]
-        summed[rows.to(device)] = (logp * mask).sum(-1)
-    return {"rollout/thought_mi": float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
+WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8 apart
+#                 (aligned rows), so a first width of the other kind would compile them again
 
 
 # ======================================================================================================
-# Advantages (paper section 3.2): the trajectory's summed reward sits on its last generated token.
+# 4. ADVANTAGES (paper section 3.2): the trajectory's summed reward sits on its last generated token.
 # PPO: GAE over the whole multi-turn token sequence, skipping observation tokens, then whitening.
 # GRPO: the trajectory's reward normalised within its group, on every one of its tokens.
 # ======================================================================================================
-def configured_gae_steps(mask, cfg):
-    """Where GAE takes its time steps, and so where step 3 needs the critic's values: the sampled tokens,
-    or with algo.gae_skip_observations=false (the paper's code, docs/paper.md §9.5) every token from
-    the first sampled one to the last."""
-    return mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)
-
-
 def compute_advantages(batch, cfg):
     """Sets batch.advantages and batch.returns (B, T-1); returns the KL metric when a KL term is on."""
     mask = batch.response_mask  # (B, T-1)
     kl = starpo.kl_estimate(batch.old_logp, batch.ref_logp, "k1") * mask if cfg.algo.kl_coef > 0 else None
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
-        # compute_gae's Python loop takes about ten small operations per time step: on a GPU each would be a kernel
-        # launch, so it runs on CPU copies, over the time steps packed together.
-        on_cpu = (x.cpu() for x in (token_rewards, batch.values, configured_gae_steps(mask, cfg)))
-        advantages, returns = (x.to(mask.device) for x in starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
+        steps = configured_gae_steps(mask, cfg)  # (B, T-1) GAE's time steps
+        if mask.is_cuda:  # speed: GAE's loop is ten small operations per step, each a kernel launch on a GPU; it
+            #               runs on CPU copies instead, over each row's steps packed together (the same numbers)
+            on_cpu = (x.cpu() for x in (token_rewards, batch.values, steps))
+            advantages, returns = (x.to(mask.device) for x in
+                                   starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
+        else:
+            advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:
@@ -247,8 +310,15 @@ def compute_advantages(batch, cfg):
     return {} if kl is None else {"train/kl_ref": float(starpo.masked_mean(kl, mask))}
 
 
+def configured_gae_steps(mask, cfg):
+    """Where GAE takes its time steps, and so where step 3 needs the critic's values: the sampled tokens,
+    or with algo.gae_skip_observations=false (the paper's code, docs/paper.md §9.5) every token from
+    the first sampled one to the last."""
+    return mask if cfg.algo.gae_skip_observations else starpo.gae_steps(mask)
+
+
 # ======================================================================================================
-# Update: PPO epochs over mini-batches; each mini-batch is accumulated over micro-batches whose losses
+# 5. UPDATE: PPO epochs over mini-batches; each mini-batch is accumulated over micro-batches whose losses
 # are normalised by the mini-batch's token count, so their sum is exactly the mini-batch token mean
 # (docs/paper.md §7.8). Actor and critic have their own optimisers and gradient clipping.
 # ======================================================================================================
@@ -262,7 +332,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
             num_tokens = batch.response_mask[mini].sum().clamp(min=1)  # the loss normaliser of every micro-batch
-            micro = micro_batches(batch, mini, cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens)
+            micro = micro_batches(batch, mini, cfg)
 
             def normaliser(mask):  # token-mean: of the mini-batch; micro-batch-mean: the paper's code (§9.3)
                 return num_tokens if cfg.algo.loss_agg == "token-mean" else mask.sum().clamp(min=1) * len(micro)
@@ -271,9 +341,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             # --- the actor step --------------------------------------------------------------------------
             actor_opt.zero_grad(set_to_none=True)
             for rows, ids, mask in micro:
-                with autocast(device):
-                    logp, entropy = token_logprobs(actor, ids, mask, cfg.rollout.temperature, True,
-                                                   cfg.algo.logits_chunk)
+                logp, entropy = token_logprobs(actor, ids, mask, cfg, with_entropy=True)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
                                                   crop(batch.advantages, rows, mask), mask, cfg.algo, normaliser(mask),
                                                   ref_logp=crop(batch.ref_logp, rows, mask))
@@ -291,8 +359,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             critic_opt.zero_grad(set_to_none=True)
             step_loss = 0.0
             for rows, ids, mask in micro:
-                with autocast(device):
-                    values = token_values(critic, ids, mask)
+                values = token_values(critic, ids, mask)
                 loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask), crop(batch.returns, rows, mask),
                                                   mask, cfg.algo.value_clip, loss_normalizer=normaliser(mask))
                 loss.backward()
@@ -326,129 +393,9 @@ def clipped_step(model, optimizer, cfg, name, logged):
     return grad_norm
 
 
-def format_warmup(actor, sampler, chat, cfg, device, decoder=None):
-    """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
-    models that cannot follow it yet: the in-process models' random weights, and small pretrained models
-    that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
-    random: it teaches the format, not the game, so RL starts at random-policy skill (compare eval/success
-    at iteration 0 with baselines.py).
-
-    What stands inside <think> is warmup.thoughts: none, an empty thought (the teacher closes the tag at
-    once; RL starts from a model that does not reason), or own, the thoughts the model itself writes about
-    each state when asked without the format line (rollout.own_thoughts_policy). With warmup.thought_loss
-    the loss covers the thought too, so that the model learns to write, under the paper's prompt, what it
-    would think unprompted; without it only the closing tag and the answer are learned.
-
-    With warmup.env_text it also learns to predict the environment's replies (the reward, the next
-    grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
-    "Up" it must find the player and know how moves work, the very features a policy needs; which
-    action is good is still left to RL, since the transcripts' actions are random."""
-    rng = random.Random(cfg.seed)
-    optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
-    total = torch.tensor(float("nan"))
-    for transcripts in tqdm(warmup_transcripts(sampler, chat, cfg, rng, decoder), total=cfg.warmup.steps, desc="format warm-up",
-                            leave=False):
-        if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
-            for t in transcripts:
-                t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
-        batch = collate(transcripts, chat.pad_id, device)
-        if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
-            batch.response_mask = batch.response_mask.cummax(dim=1).values * batch.attention_mask[:, 1:]
-        num_tokens = batch.response_mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for _, ids, mask in micro_batches(batch, torch.arange(len(transcripts)), cfg.algo.micro_batch_size,
-                                           cfg.algo.micro_batch_tokens):
-            with autocast(device):
-                logp, _ = token_logprobs(actor, ids, mask, 1.0, False, cfg.algo.logits_chunk)
-            loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean
-            loss.backward()
-            total = total + loss.detach()
-        torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.algo.grad_clip)
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return float(total)
-
-
-def warmup_transcripts(sampler, chat, cfg, rng, decoder=None):
-    """The warm-up's transcripts, one list of warmup.batch_size Trajectory per step. The random teacher plays
-    each step's as it comes; the model's own thoughts are all sampled first, in chunks of the training batch,
-    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up trains)."""
-    steps, size = cfg.warmup.steps, cfg.warmup.batch_size
-    if cfg.warmup.thoughts == "none" or not cfg.rollout.think:
-        for _ in range(steps):
-            seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(size)]
-            yield play_episodes(random_policy(chat, cfg, rng), chat, cfg, seeds, seeds)
-        return
-    seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(steps * size)]
-    chunk, transcripts = cfg.rollout.groups * cfg.rollout.group_size, []
-    for start in tqdm(range(0, len(seeds), chunk), desc="warm-up thoughts", leave=False):
-        part = seeds[start:start + chunk]
-        transcripts += play_episodes(own_thoughts_policy(sampler, chat, cfg, rng, decoder), chat, cfg, part, part)
-    for step in range(steps):
-        yield transcripts[step * size:(step + 1) * size]
-
-
 # ======================================================================================================
-# The training loop: rollout -> filter -> score -> advantages -> update. setup() builds what it needs.
-# ======================================================================================================
-def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
-    run = setup(cfg_dict, resume_dir)
-    cfg, P, N = run.cfg, run.cfg.rollout.groups, run.cfg.rollout.group_size
-    progress = tqdm(range(run.start, cfg.train.iterations + 1), desc="train", initial=run.start - 1,
-                    total=cfg.train.iterations, disable=bench)
-    for iteration in progress:
-        clock = Clock(run.device)
-
-        # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
-        seeds = run.seed_rng.integers(0, cfg.eval.seed_offset, size=P)
-        policy = LLMPolicy(run.sampler, run.chat, cfg, cfg.rollout.temperature, run.decoder)
-        trajectories = play_episodes(policy, run.chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
-        metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout"),
-                   "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s,
-                   "perf/decode_steps": policy.decode_steps}
-        if cfg.rollout.mi_groups > 0:  # do the thoughts still depend on the state (the Echo Trap's template)?
-            metrics.update(measure_thought_mi(run.actor, run.chat, trajectories, cfg, run.device))
-            metrics["perf/thought_mi_s"] = clock.lap()
-
-        # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
-        rewards = torch.tensor([t.reward for t in trajectories])  # (P*N,)
-        group_ids = torch.tensor([t.group for t in trajectories])  # (P*N,)
-        keep = starpo.select_groups_by_reward_std(rewards, group_ids, cfg.algo.filter_ratio, cfg.algo.filter_largest)
-        kept = [t for t, k in zip(trajectories, keep.tolist()) if k]
-        metrics["rollout/group_reward_std_all"] = group_reward_std(rewards, group_ids)
-        metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
-        metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
-
-        # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
-        # the paper's code trains on every token after the system message and the user turn's first token (§9.1)
-        train_from = run.chat.system_length + 1 if cfg.algo.train_tokens == "after_system" else None
-        batch = collate(kept, run.chat.pad_id, run.device, train_from)
-        old_logprobs_and_values(batch, run.actor, run.critic, run.reference, cfg, run.device)
-        metrics["perf/logprob_s"] = clock.lap()
-
-        # 4. ADVANTAGES: GAE over each whole conversation (PPO), or group-normalised rewards (GRPO)
-        metrics.update(compute_advantages(batch, cfg))
-
-        # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
-        metrics.update(update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers.get("critic"),
-                              cfg, run.device, run.generator))
-        copy_weights(run.actor, run.sampler)
-        metrics["perf/update_s"] = clock.lap()
-        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
-            gc.freeze()             # full passes, which walk every object the run holds
-        if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
-            break
-    progress.close()
-    release_lock(run.run_dir)
-    gc.unfreeze()  # what the run leaves behind may be collected again
-    if not bench:
-        print(run_summary(run.run_dir, time.time() - run.started))
-    return run.run_dir
-
-
-# ======================================================================================================
-# Setup and the rest of an iteration: what a reader of the algorithm may skip.
+# What a reader of the algorithm may skip: setup (models, format warm-up, resume), the end of an
+# iteration (timings, evaluation, metrics, checkpoint) and the command line.
 # ======================================================================================================
 @dataclass
 class Run:
@@ -458,13 +405,12 @@ class Run:
     run_dir: str
     chat: ChatFormat
     actor: torch.nn.Module               # trained in float32
-    sampler: torch.nn.Module             # samples the rollouts: the actor itself on the CPU, a bf16 copy on a GPU
+    sampler: Sampler                     # plays the episodes: the actor itself on the CPU, a bf16 copy on a GPU
     critic: Critic                       # None with GRPO
     reference: torch.nn.Module           # the frozen starting policy; None without a KL term
     optimizers: dict                     # "actor" (and "critic") -> AdamW
     seed_rng: np.random.Generator        # draws the training seeds, below eval.seed_offset
     generator: torch.Generator           # shuffles the mini-batches
-    decoder: StaticDecoder               # the sampler's static decoder (rollout.cache static, or auto on a GPU), else None
     start: int                           # the first iteration to train
     started: float = field(default_factory=time.time)
     zero_signal_since: int = None        # the iteration a stretch without learning signal began at
@@ -487,15 +433,14 @@ def setup(cfg_dict, resume_dir):
 def load_policy(cfg, saved_actor=None):
     """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder, when
     given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler that plays
-    the episodes. -> (device, actor, chat, sampler, decoder)"""
+    the episodes. -> (device, actor, sampler); the chat format is sampler.chat"""
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, saved_actor)
     if saved_actor:
         check_finite_weights(actor, saved_actor)
     chat = chat_format(tokenizer, actor.generation_config)
-    sampler, decoder = sampler_and_decoder(actor, chat, cfg, device)
-    return device, actor, chat, sampler, decoder
+    return device, actor, build_sampler(actor, chat, cfg, device)
 
 
 def build_run(cfg_dict, run_dir, resume_dir):
@@ -503,17 +448,17 @@ def build_run(cfg_dict, run_dir, resume_dir):
     on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is owed)."""
     cfg = namespace(cfg_dict)
     saved_actor = os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None
-    device, actor, chat, sampler, decoder = load_policy(cfg, saved_actor)
+    device, actor, sampler = load_policy(cfg, saved_actor)
     write_file(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(cfg_dict, sort_keys=False))
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
         if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
-            before = evaluate(sampler, chat, cfg, "Evaluation before the format warm-up", os.path.join(run_dir, "samples.md"), decoder)
+            before = evaluate(sampler, cfg, "Evaluation before the format warm-up", os.path.join(run_dir, "samples.md"))
             first_metrics.update({key.replace("eval/", "pre_warmup/"): value for key, value in before.items()})
         warmup_start = time.time()
-        first_metrics["warmup/loss"] = format_warmup(actor, sampler, chat, cfg, device, decoder)
+        first_metrics["warmup/loss"] = format_warmup(actor, sampler, cfg, device)
         first_metrics["perf/warmup_s"] = time.time() - warmup_start
-        copy_weights(actor, sampler)
+        copy_weights(actor, sampler.model)
         tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {first_metrics['perf/warmup_s']:.0f} s, "
                    f"final loss {first_metrics['warmup/loss']:.3f}")
     critic = build_critic(cfg, actor, device)
@@ -531,9 +476,9 @@ def build_run(cfg_dict, run_dir, resume_dir):
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay, fused=fused)
                   for name, model, lr in (("actor", actor, cfg.algo.actor_lr), ("critic", critic, cfg.algo.critic_lr))
                   if model is not None}
-    run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=chat, actor=actor, sampler=sampler, critic=critic,
+    run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=sampler.chat, actor=actor, sampler=sampler, critic=critic,
               reference=reference, optimizers=optimizers, seed_rng=np.random.default_rng(cfg.seed),
-              generator=torch.Generator().manual_seed(cfg.seed), decoder=decoder, start=1)
+              generator=torch.Generator().manual_seed(cfg.seed), start=1)
     if resume_dir:
         restore(run, load_state(run_dir))
         settle_evaluation_at_checkpoint(run)
@@ -541,9 +486,70 @@ def build_run(cfg_dict, run_dir, resume_dir):
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")
     if run.start == 1 and cfg.eval.every > 0:
-        write_metrics(run_dir, {**first_metrics, **evaluate(sampler, chat, cfg, "Evaluation at iteration 0",
-                                                            os.path.join(run_dir, "samples.md"), decoder)})
+        write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
+                                                            os.path.join(run_dir, "samples.md"))})
     return run
+
+
+def format_warmup(actor, sampler, cfg, device):
+    """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
+    models that cannot follow it yet: the in-process models' random weights, and small pretrained models
+    that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
+    random: it teaches the format, not the game, so RL starts at random-policy skill (compare eval/success
+    at iteration 0 with baselines.py).
+
+    What stands inside <think> is warmup.thoughts: none, an empty thought (the teacher closes the tag at
+    once; RL starts from a model that does not reason), or own, the thoughts the model itself writes about
+    each state when asked without the format line (rollout.own_thoughts_policy). With warmup.thought_loss
+    the loss covers the thought too, so that the model learns to write, under the paper's prompt, what it
+    would think unprompted; without it only the closing tag and the answer are learned.
+
+    With warmup.env_text it also learns to predict the environment's replies (the reward, the next
+    grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
+    "Up" it must find the player and know how moves work, the very features a policy needs; which
+    action is good is still left to RL, since the transcripts' actions are random."""
+    chat, rng = sampler.chat, random.Random(cfg.seed)
+    optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
+    total = torch.tensor(float("nan"))
+    for transcripts in tqdm(warmup_transcripts(sampler, cfg, rng), total=cfg.warmup.steps, desc="format warm-up",
+                            leave=False):
+        if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
+            for t in transcripts:
+                t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
+        batch = collate(transcripts, chat.pad_id, device)
+        if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
+            batch.response_mask = batch.response_mask.cummax(dim=1).values * batch.attention_mask[:, 1:]
+        num_tokens = batch.response_mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for _, ids, mask in micro_batches(batch, torch.arange(len(transcripts)), cfg):
+            logp, _ = token_logprobs(actor, ids, mask, cfg, temperature=1.0)
+            loss = -(logp * mask).sum() / num_tokens  # summed over micro-batches: the batch's token mean
+            loss.backward()
+            total = total + loss.detach()
+        torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.algo.grad_clip)
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(total)
+
+
+def warmup_transcripts(sampler, cfg, rng):
+    """The warm-up's transcripts, one list of warmup.batch_size Trajectory per step. The random teacher plays
+    each step's as it comes; the model's own thoughts are all sampled first, in chunks of the training batch,
+    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up trains)."""
+    steps, size = cfg.warmup.steps, cfg.warmup.batch_size
+    if cfg.warmup.thoughts == "none" or not cfg.rollout.think:
+        for _ in range(steps):
+            seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(size)]
+            yield play_episodes(random_policy(sampler.chat, cfg, rng), sampler.chat, cfg, seeds, seeds)
+        return
+    seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(steps * size)]
+    chunk, transcripts = cfg.rollout.groups * cfg.rollout.group_size, []
+    for start in tqdm(range(0, len(seeds), chunk), desc="warm-up thoughts", leave=False):
+        part = seeds[start:start + chunk]
+        transcripts += play_episodes(own_thoughts_policy(sampler, cfg, rng), sampler.chat, cfg, part, part)
+    for step in range(steps):
+        yield transcripts[step * size:(step + 1) * size]
 
 
 def restore(run, state):
@@ -577,8 +583,8 @@ def settle_evaluation_at_checkpoint(run):
         return
     row = {key: value for key, value in rows[-1].items() if not key.startswith("eval/")}
     if owed:  # before the row is rewritten: a crash while evaluating leaves the row whole, the evaluation still owed
-        row.update(evaluate(run.sampler, run.chat, cfg, f"Evaluation at iteration {iteration}",
-                            os.path.join(run.run_dir, "samples.md"), run.decoder))
+        row.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
+                            os.path.join(run.run_dir, "samples.md")))
     else:
         drop_after_checkpoint(run.run_dir, iteration - 1)  # that evaluation's samples go, and the row, written below
     write_file(os.path.join(run.run_dir, "metrics.jsonl"), "".join(json.dumps(line) + "\n" for line in [*rows[:-1], row]))
@@ -617,8 +623,8 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     # Ctrl-C stops at once, without evaluating. A resumed run makes the evaluation owed here, and forgets one made off
     # the eval.every grid at a stop it trains past (settle_evaluation_at_checkpoint): resuming equals not stopping
     if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last) and not interrupted:
-        metrics.update(evaluate(run.sampler, run.chat, cfg, f"Evaluation at iteration {iteration}",
-                                os.path.join(run.run_dir, "samples.md"), run.decoder))
+        metrics.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
+                                os.path.join(run.run_dir, "samples.md")))
     write_metrics(run.run_dir, metrics)
     if bench:
         print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
@@ -639,10 +645,10 @@ def evaluate_saved_actor(run_dir, overrides):
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
-    _, _, chat, sampler, decoder = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
+    _, _, sampler = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
     iteration = load_state(run_dir)["iteration"]
-    metrics = evaluate(sampler, chat, cfg,
-                       f"Evaluation of the checkpoint at iteration {iteration}", os.path.join(run_dir, "eval_samples.md"), decoder)
+    metrics = evaluate(sampler, cfg, f"Evaluation of the checkpoint at iteration {iteration}",
+                       os.path.join(run_dir, "eval_samples.md"))
     line = {"iteration": iteration, "eval.k": cfg.eval.k, "eval.num_seeds": cfg.eval.num_seeds,
             "eval.temperature": cfg.eval.temperature, **metrics}
     write_file(os.path.join(run_dir, "eval.jsonl"), json.dumps(line) + "\n", "a")

@@ -6,7 +6,7 @@ come back as the next user message. A trajectory is kept as the exact token ids 
 produced, marked 1 only where the model sampled them (docs/paper.md §7.5-7.7).
 
     chat = chat_format(tokenizer, model.generation_config)
-    trajectories = play_episodes(LLMPolicy(model, chat, cfg, temperature), chat, cfg, seeds, group_ids)
+    trajectories = play_episodes(LLMPolicy(Sampler(model, chat), cfg, temperature), chat, cfg, seeds, group_ids)
 
 This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
 model's template says about turns (ChatFormat), the policies that answer (LLMPolicy: the LLM;
@@ -296,28 +296,38 @@ def cut_at_stop(row, stop_ids):
     return row
 
 
-class LLMPolicy:
-    """The LLM as a policy: sample one turn for all the contexts in one call, with transformers'
-    `generate` (rollout.cache=dynamic) or a fast_decode.StaticDecoder (static), which the caller builds
-    once and passes in. The static decoder keeps the conversation's KV cache from one call to the next:
-    an LLMPolicy serves one batch of episodes with fixed weights (the trainer makes one per rollout).
-    generate_s adds up the time spent sampling, decode_steps the decoding steps: every turn takes as
-    many as its longest reply has tokens, so one rambling row makes the whole batch wait."""
+@dataclass
+class Sampler:
+    """What plays the episodes: the model that samples (the actor itself on the CPU, a bf16 copy of it on a
+    GPU: models.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
+    is None, else the static decoder of the fast path (fast_decode.StaticDecoder, rollout.cache), built once
+    for the rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
+    model: torch.nn.Module
+    chat: ChatFormat
+    decoder: object = None
 
-    def __init__(self, model, chat, cfg, temperature, decoder=None):
-        self.model, self.chat, self.cfg, self.temperature, self.decoder = model, chat, cfg, temperature, decoder
+
+class LLMPolicy:
+    """The LLM as a policy: sample one turn for all the contexts in one call, with the sampler's decoder. The
+    static decoder keeps the conversation's KV cache from one call to the next: an LLMPolicy serves one
+    batch of episodes with fixed weights (the trainer makes one per rollout). generate_s adds up the time
+    spent sampling, decode_steps the decoding steps: every turn takes as many as its longest reply has
+    tokens, so one rambling row makes the whole batch wait."""
+
+    def __init__(self, sampler, cfg, temperature):
+        self.sampler, self.cfg, self.temperature = sampler, cfg, temperature
         self.generate_s = 0.0  # the rest of perf/rollout_s is envs and tokenizer
         self.decode_steps = 0
         self.calls = 0
 
     @torch.no_grad()
     def __call__(self, contexts):
-        model, chat, cfg = self.model, self.chat, self.cfg
+        model, chat, decoder, cfg = self.sampler.model, self.sampler.chat, self.sampler.decoder, self.cfg
         started, was_training = time.perf_counter(), model.training
         # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
         model.eval()
-        if self.decoder is not None:
-            new_tokens = self.decoder.generate(contexts, self.temperature, reuse=self.calls > 0)
+        if decoder is not None:
+            new_tokens = decoder.generate(contexts, self.temperature, reuse=self.calls > 0)
         else:
             input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
             sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) if self.temperature > 0 \
@@ -325,7 +335,8 @@ class LLMPolicy:
             # Pass every sampler knob: generate() would otherwise apply the model's generation_config
             # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
             new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                        max_new_tokens=cfg.rollout.max_new_tokens, min_new_tokens=cfg.rollout.min_new_tokens,
+                                        max_new_tokens=cfg.rollout.max_new_tokens,
+                                        min_new_tokens=cfg.rollout.min_new_tokens,
                                         eos_token_id=list(chat.stop_ids), pad_token_id=chat.pad_id,
                                         repetition_penalty=1.0, **sampling)[:, input_ids.shape[1]:]
         stop_ids = set(chat.stop_ids)
@@ -400,7 +411,7 @@ def echoes(thought, prompt):
     return any(len(sentence.split()) >= 3 and sentence in prompt for sentence in re.split(r"(?<=[.!?])\s+", thought))
 
 
-def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
+def own_thoughts_policy(sampler, cfg, rng, tries=4):
     """The format warm-up's teacher with warmup.thoughts=own: each answer is a thought the model itself writes
     when asked about the state without the format line (thought_prompt, sampled at warmup.thought_temperature,
     its first warmup.thought_tokens tokens kept), then a uniformly random valid action, closed by the
@@ -410,8 +421,8 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
     times; the last try is kept as it is. Reply ids: the thought's, then the format's
     (" </think><answer>Up</answer>" and the end-of-turn id), tokenized apart, so the format starts at the
     reply's first token that holds "<"; the thought is cut so that the reply fits rollout.max_new_tokens.
-    `decoder`: the rollout's static decoder, if any, which samples up to rollout.max_new_tokens (cut after)."""
-    tokenizer, env = chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
+    A static decoder samples up to rollout.max_new_tokens, cut after."""
+    chat, tokenizer, env = sampler.chat, sampler.chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
     sampling = copy.deepcopy(cfg)  # transformers' generate (no decoder) stops at the thought's limit
     sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
 
@@ -420,7 +431,7 @@ def own_thoughts_policy(model, chat, cfg, rng, decoder=None, tries=4):
         prompts = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in asked]
         thoughts, todo = [""] * len(contexts), list(range(len(contexts)))
         for _ in range(tries):
-            sampled = LLMPolicy(model, chat, sampling, cfg.warmup.thought_temperature, decoder)([prompts[i] for i in todo])
+            sampled = LLMPolicy(sampler, sampling, cfg.warmup.thought_temperature)([prompts[i] for i in todo])
             texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled], skip_special_tokens=True)
             for i, text in zip(todo, texts):
                 thoughts[i] = clean_thought(text)

@@ -40,7 +40,7 @@ def count(label, work):
 
 
 def actor_micro_batch():
-    logp, _ = ragen_mini.token_logprobs(run.actor, input_ids, response_mask, 1.0, True, run.cfg.algo.logits_chunk)
+    logp, _ = ragen_mini.token_logprobs(run.actor, input_ids, response_mask, run.cfg, True, 1.0)
     logp.sum().backward()
 
 

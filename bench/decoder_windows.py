@@ -30,7 +30,7 @@ device = models.train_device(cfg)
 torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler, decoder = models.sampler_and_decoder(actor, chat, cfg, device)
+decoder = models.build_sampler(actor, chat, cfg, device).decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.cache=static")
 batch = cfg.rollout.groups * cfg.rollout.group_size

@@ -32,7 +32,7 @@ for width in widths:
         torch.cuda.synchronize()
         start = time.perf_counter()
         with ragen_mini.autocast(device):
-            logp, entropy = ragen_mini.token_logprobs(actor, ids, mask, 1.0, True, cfg.algo.logits_chunk)
+            logp, entropy = ragen_mini.token_logprobs(actor, ids, mask, cfg, True, 1.0)
         (logp.sum() + entropy.sum()).backward()
         torch.cuda.synchronize()
         print(f"width {width} ({width % 8} past a multiple of 8), {int(mask.sum())} sampled tokens, {attempt}: "

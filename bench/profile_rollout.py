@@ -22,7 +22,8 @@ device = torch.device("cuda")
 torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler, decoder = models.sampler_and_decoder(actor, chat, cfg, device)  # as the trainer samples
+sampler = models.build_sampler(actor, chat, cfg, device)  # as the trainer samples
+decoder = sampler.decoder
 prefill_s = 0.0
 if decoder is not None:  # time each prefill, waiting for the GPU before and after it
     feed = decoder.feed
@@ -41,7 +42,7 @@ seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
 for label in ("warm-up", "timed", "timed", "timed", "profiled"):
     prefill_s = 0.0
-    policy = rollout.LLMPolicy(sampler, chat, cfg, cfg.rollout.temperature, decoder)
+    policy = rollout.LLMPolicy(sampler, cfg, cfg.rollout.temperature)
     start = time.perf_counter()
     if label == "profiled":
         profiler.start()

@@ -30,7 +30,7 @@ def real_trajectories(run):
     """One rollout of the run's policy, filtered as in training."""
     cfg, P, N = run.cfg, run.cfg.rollout.groups, run.cfg.rollout.group_size
     seeds = run.seed_rng.integers(0, cfg.eval.seed_offset, size=P)
-    policy = rollout.LLMPolicy(run.sampler, run.chat, cfg, cfg.rollout.temperature, run.decoder)
+    policy = rollout.LLMPolicy(run.sampler, cfg, cfg.rollout.temperature)
     trajectories = rollout.play_episodes(policy, run.chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
     rewards, group_ids = torch.tensor([t.reward for t in trajectories]), torch.tensor([t.group for t in trajectories])
     keep = starpo.select_groups_by_reward_std(rewards, group_ids, cfg.algo.filter_ratio, cfg.algo.filter_largest)

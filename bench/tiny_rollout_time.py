@@ -37,16 +37,17 @@ torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
 start = time.perf_counter()
-warmup_loss = ragen_mini.format_warmup(actor, actor, chat, cfg, device)
+warmup_loss = ragen_mini.format_warmup(actor, rollout.Sampler(actor, chat), cfg, device)
 print(f"format warm-up: {cfg.warmup.steps} steps in {time.perf_counter() - start:.0f} s, final loss {warmup_loss:.3f}")
-sampler, decoder = models.sampler_and_decoder(actor, chat, cfg, device)
-sampler.eval()
+sampler = models.build_sampler(actor, chat, cfg, device)
+decoder = sampler.decoder
+sampler.model.eval()
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
 
 
 def timed_rollout():
-    policy = rollout.LLMPolicy(sampler, chat, cfg, cfg.rollout.temperature, decoder)
+    policy = rollout.LLMPolicy(sampler, cfg, cfg.rollout.temperature)
     start = time.perf_counter()
     trajectories = rollout.play_episodes(policy, chat, cfg, seeds, groups)
     if device.type == "cuda":

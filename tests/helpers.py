@@ -20,13 +20,14 @@ def llm_policy(model, chat, cfg, temperature):
     import fast_decode
     import rollout
 
-    policy = rollout.LLMPolicy(model, chat, cfg, temperature)
+    sampler = rollout.Sampler(model, chat)
+    policy = rollout.LLMPolicy(sampler, cfg, temperature)
     if cfg.rollout.cache != "static":
         return policy
 
     def llm_policy(contexts):
-        if policy.decoder is None:
-            policy.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
+        if sampler.decoder is None:
+            sampler.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
         return policy(contexts)
 
     return llm_policy

@@ -82,10 +82,10 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     model = sharpened(actor if family == "qwen2" else llama_like(actor), tok, eos_boost=1.0)
     chat = chat_of(tok)
     seeds = list(range(10))
-    expected = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0), chat, cfg, seeds, seeds)
+    expected = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0), chat, cfg, seeds, seeds)
     decoder = fast_decode.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
     seen = prefills(monkeypatch)
-    got = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, seeds, seeds)
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg, seeds, seeds)
     assert [t.ids for t in got] == [t.ids for t in expected]
     assert [t.sampled for t in got] == [t.sampled for t in expected]
     turns = [len(t.turns) for t in expected]
@@ -116,13 +116,13 @@ def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
     model = sharpened(actor, tok)
     chat = chat_of(tok)
     decoder = fast_decode.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
-    first = rollout.play_episodes(rollout.LLMPolicy(model, chat, cfg, 0.0, decoder), chat, cfg, [1, 2], [1, 2])
+    first = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg, [1, 2], [1, 2])
     with torch.no_grad():
         for param in model.parameters():
             param.mul_(1.5)
     contexts = [t.ids for t in first]  # they continue the rows the decoder holds
-    expected = rollout.LLMPolicy(model, chat, cfg, 0.0)(contexts)
-    assert rollout.LLMPolicy(model, chat, cfg, 0.0, decoder)(contexts) == expected
+    expected = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)(contexts)
+    assert rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)(contexts) == expected
 
 
 def test_static_decoder_rows_without_a_conversation_never_hold_up_a_turn(tok_actor):
@@ -200,10 +200,10 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
     assert "gpt2" in fast_decode.unsupported(model)
     with pytest.raises(SystemExit, match="rollout.cache=static.*use auto or dynamic"):
-        models.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=static"), torch.device("cpu"))
+        models.build_sampler(model, chat_of(tok), ns("rollout.cache=static"), torch.device("cpu"))
     with pytest.raises(ValueError, match="rollout.cache=dynamic"):
         fast_decode.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
-    assert models.sampler_and_decoder(model, chat_of(tok), ns("rollout.cache=dynamic"), torch.device("cpu")) == (model, None)
+    assert models.build_sampler(model, chat_of(tok), ns("rollout.cache=dynamic"), torch.device("cpu")).decoder is None
     assert not fast_decode.use_static_decoder(model, ns("rollout.cache=auto"), torch.device("cuda"))
     assert "gpt2" in capsys.readouterr().out
 

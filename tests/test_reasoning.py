@@ -86,8 +86,8 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
                      "The target is near me now"])
 
     class FakeLLM:  # stands in for rollout.LLMPolicy: records who is asked what, answers with scripted text
-        def __init__(self, model, chat_, cfg_, temperature, decoder=None):
-            assert model is actor and temperature == cfg.warmup.thought_temperature
+        def __init__(self, sampler, cfg_, temperature):
+            assert sampler.model is actor and temperature == cfg.warmup.thought_temperature
             assert cfg_.rollout.max_new_tokens == cfg.warmup.thought_tokens
 
         def __call__(self, contexts):
@@ -95,7 +95,7 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
             return [encode(tok, next(scripted)) for _ in contexts]
 
     monkeypatch.setattr(rollout, "LLMPolicy", FakeLLM)
-    teacher = rollout.own_thoughts_policy(actor, chat, cfg, random.Random(0))
+    teacher = rollout.own_thoughts_policy(rollout.Sampler(actor, chat), cfg, random.Random(0))
     contexts = [encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
                 for seed, env in ((s, rollout.make_env("sokoban")) for s in (1, 2, 3))]
     replies = teacher(contexts)
@@ -120,13 +120,13 @@ def test_the_warmup_trains_on_thoughts_and_format_or_on_the_format_alone(tok_act
     tok, actor = tok_actor
     masks = []
     real_logprobs = ragen_mini.token_logprobs
-    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a: masks.append((ids, mask.clone()))
-                        or real_logprobs(m, ids, mask, *a))
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a, **k: masks.append((ids, mask.clone()))
+                        or real_logprobs(m, ids, mask, *a, **k))
     for thought_loss in (True, False):
         masks.clear()
         cfg = ns(f"warmup.thought_loss={str(thought_loss).lower()}")
         warmed = __import__("copy").deepcopy(actor)
-        ragen_mini.format_warmup(warmed, warmed, rollout.chat_format(tok), cfg, CPU)
+        ragen_mini.format_warmup(warmed, rollout.Sampler(warmed, rollout.chat_format(tok)), cfg, CPU)
         assert len(masks) >= 2
         trained = "".join(tok.decode([t for t, m in zip(ids[0, 1:].tolist(), mask[0].tolist()) if m]) for ids, mask in masks)
         assert "</think><answer>" in trained and "<|im_end|>" in trained

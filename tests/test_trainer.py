@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -51,6 +52,11 @@ def make_cfg(*overrides):
 
 def ns(*overrides):
     return ragen_mini.namespace(make_cfg(*overrides))
+
+
+def micro_cfg(size, max_tokens):
+    """A config whose micro-batches take up to SIZE rows and MAX_TOKENS rows x width (0: no token limit)."""
+    return SimpleNamespace(algo=SimpleNamespace(micro_batch_size=size, micro_batch_tokens=max_tokens))
 
 
 @pytest.fixture(scope="module")
@@ -369,10 +375,10 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     played, masks = [], []
     real_rollout, real_logprobs = ragen_mini.play_episodes, ragen_mini.token_logprobs
     monkeypatch.setattr(ragen_mini, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
-    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a: masks.append(mask.clone())
-                        or real_logprobs(m, ids, mask, *a))
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a, **k: masks.append(mask.clone())
+                        or real_logprobs(m, ids, mask, *a, **k))
     warmed = copy.deepcopy(actor)
-    ragen_mini.format_warmup(warmed, warmed, chat_of(tok), cfg, CPU)
+    ragen_mini.format_warmup(warmed, rollout.Sampler(warmed, chat_of(tok)), cfg, CPU)
     (mask,) = masks
     assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
     for row, t in zip(mask.tolist(), played):
@@ -636,8 +642,8 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids,  # 3: chunks end mid-row
-                                            batch.response_mask, T, False, chunk=3)
+        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.response_mask,
+                                            ns("algo.logits_chunk=3"), temperature=T)  # 3: chunks end mid-row
     for i in range(2):
         got = logp[i][batch.response_mask[i].bool()].tolist()
         assert got == pytest.approx(expected[i], abs=1e-4)
@@ -795,7 +801,7 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
     # a token budget that slices the 8 rows unevenly (their lengths are close: 404 to 410 tokens)
     width, order = int(batch.attention_mask.sum(-1).max()), torch.randperm(8, generator=torch.Generator().manual_seed(0))
     budget = next(b for b in range(width, 4 * width)  # the update's own order of rows, below
-                  if len({len(rows) for rows, _, _ in ragen_mini.micro_batches(batch, order, 8, b)}) > 1)
+                  if len({len(rows) for rows, _, _ in ragen_mini.micro_batches(batch, order, micro_cfg(8, b))}) > 1)
     steps = {}
     for micro, tokens in ((8, 0), (3, 0), (1, 0), (8, budget)):
         a, c = copy.deepcopy(actor), copy.deepcopy(critic)
@@ -826,7 +832,7 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     batch = ragen_mini.collate(trajectories, 0, CPU)
     order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(seed))
     size, max_tokens = rng.randint(1, 5), rng.choice([0, rng.randint(10, 120)])
-    slices = ragen_mini.micro_batches(batch, order, size, max_tokens)
+    slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens))
 
     def width_of(rows):
         return -(-max(lengths[r] for r in rows) // 8) * 8
@@ -855,7 +861,7 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
              "algo.estimator=gae", "warmup.steps=1", "warmup.batch_size=4", "algo.grad_clip=1000000.0")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    ragen_mini.format_warmup(actor, actor, chat_of(tok), cfg, CPU)
+    ragen_mini.format_warmup(actor, rollout.Sampler(actor, chat_of(tok)), cfg, CPU)
     critic = ragen_mini.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     steps = []
