@@ -204,6 +204,23 @@ def test_command_line_error_is_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith(f"error: {tmp_path} has no samples.md")
 
 
+def test_plots_label_every_y_axis():
+    import plots
+    assert set(plots.Y_LABELS) == {title for title, _ in plots.PANELS}
+    assert all(plots.Y_LABELS.values())
+
+
+@pytest.mark.slow
+def test_plots_command_rebuilds_plots_and_viewer(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.write('{"iteration": 0, "eval/success": 0.0}\n{"iteration": 10, "eval/success": 1.0, "rollout/success": 0.5}\n')
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "plots.py"), run_dir], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert os.path.getsize(os.path.join(run_dir, "plots.png")) > 0
+    assert os.path.getsize(os.path.join(run_dir, "viewer.html")) > 0
+
+
 def screenshot(url, path, size="1000,700"):
     """Chromium's headless screenshot of a page -> the PNG's path."""
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
