@@ -41,6 +41,7 @@ shown, and what was skipped is listed at the top of the page and printed by the 
 For the trainer: `write_viewer(run_dir)` (re)writes the page after each evaluation and returns its path.
 """
 import ast
+import contextlib
 import html
 import os
 import re
@@ -210,8 +211,8 @@ def cell_kinds(env_name):
     return {symbol: meaning.replace(" ", "-") for symbol, meaning in envs.ENVS[env_name].symbols.items()}
 
 
-# What is drawn on top of a cell's background: the background says where (floor, target, ice, hole, goal),
-# the pieces say what stands there (box, player). (background, pieces) per cell kind.
+# A cell is its ground (wall, floor, ice, hole, goal) and the pieces drawn on it (target ring, box, player,
+# marks): (ground, pieces) per cell kind.
 LAYERS = {"wall": ("wall", []), "empty": ("floor", []), "target": ("floor", ["ring"]),
           "box": ("floor", ["box"]), "box-on-target": ("floor", ["ring", "box", "done"]),
           "player": ("floor", ["player"]), "player-on-target": ("floor", ["ring", "player"])}
@@ -235,17 +236,21 @@ def grid_cells(text, env_name):
 
 
 def grid_svg(text, env_name, cell_px):
-    """A rendered grid as an inline SVG, one <g class="cell KIND" data-rc="row,col"> per cell."""
+    """A rendered grid as an inline SVG, one child per cell in reading order: a bare cell is a <rect> whose
+    class is its ground (wall, floor, ice, hole, goal); a cell with pieces on it is a <g> whose class is the
+    cell kind (box, player-on-target, ...) holding the ground's <rect> and the pieces. A page holds many
+    thousands of cells, so each is kept short: its row and column are the rect's y and x."""
     rows = grid_cells(text, env_name)
     width = max((len(row) for row in rows), default=0)
     layers = LAKE_LAYERS if env_name == "frozenlake" else LAYERS
     parts = []
     for r, row in enumerate(rows):
         for c, kind in enumerate(row):
-            background, pieces = layers.get(kind, ("unknown", []))
-            shapes = [f'<rect class="bg {background}" x="{c}" y="{r}" width="1" height="1"/>']
-            shapes += [PIECES[p].format(x=c, y=r) for p in pieces]
-            parts.append(f'<g class="cell {kind}" data-rc="{r},{c}">{"".join(shapes)}</g>')
+            ground, pieces = layers.get(kind, ("unknown", []))
+            cell = f'<rect class="{ground}" x="{c}" y="{r}" width="1" height="1"/>'
+            if pieces:
+                cell = f'<g class="{kind}">{cell}{"".join(PIECES[p].format(x=c, y=r) for p in pieces)}</g>'
+            parts.append(cell)
     return (f'<svg class="grid" viewBox="0 0 {width} {len(rows)}" width="{width * cell_px}" '
             f'height="{len(rows) * cell_px}">{"".join(parts)}</svg>')
 
@@ -373,10 +378,10 @@ figure { margin: 0; } figcaption { font-size: 11px; color: #555; text-align: cen
 .steps { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 4px; }
 .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; }
 .missing { width: 120px; height: 60px; color: #777; font-size: 12px; }
-svg.grid .bg { stroke: #ffffff; stroke-width: 0.03; }
+svg.grid rect { stroke: #ffffff; stroke-width: 0.03; }
 .wall { fill: #5d4037; } .floor { fill: #efe3c8; } .ring { fill: #f6b6b0; stroke: #d1293d; stroke-width: 0.09; }
 .box { fill: #e08a1e; stroke: #8a4b00; stroke-width: 0.05; } .player { fill: #1e5bd8; }
-.done { fill: none; stroke: #ffffff; stroke-width: 0.1; } .cell.box-on-target .box { fill: #2e9e4f; stroke: #13622b; }
+.done { fill: none; stroke: #ffffff; stroke-width: 0.1; } .box-on-target .box { fill: #2e9e4f; stroke: #13622b; }
 .ice { fill: #cfe9f9; } .hole { fill: #0f2a47; } .goal { fill: #f4c21a; } .unknown { fill: #ff00ff; }
 .lost { fill: none; stroke: #ff4d4d; stroke-width: 0.1; }
 svg.bandit .machine { fill: #efe3c8; stroke: #8a7a5a; stroke-width: 2; }
@@ -485,10 +490,19 @@ def write_page(run_dir):
     env_name = guess_env(evaluations, env_config)
     text = page_html(run_dir, evaluations, skipped, env_name, env_config)
     path = os.path.join(run_dir, "viewer.html")
-    # Written beside and swapped in whole: a browser reloading while the trainer rewrites it never sees half a page.
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    # Written beside and swapped in whole: a browser reloading while the trainer rewrites it never sees half a
+    # page. A leftover .tmp goes first, and "x" creates a new file: a planted link is never written through.
+    tmp = path + ".tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(tmp)
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as error:  # a full disk fails as the file closes, with no file named: name it
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise OSError(error.errno, error.strerror, path) from None
     return path, skipped
 
 
