@@ -66,7 +66,7 @@ EPISODE_HEADER = re.compile(r"^## seed (-?\d+): reward (\S+), success (True|Fals
 TURN_LINE = re.compile(r"^- turn (\d+): think ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") -> actions (\[[^\]]*\]) "
                        r"\(format ok: (True|False)\), reward (\S+)$")
 # The user message of every turn (rollout.turn_message): the env's rendering between "State:" and "You have".
-TURN_STATE = re.compile(r"\nTurn (\d+):\nState:\n(.*?)\nYou have (\d+) actions left", re.S)
+TURN_STATE = re.compile(r"^Turn (\d+):\nState:\n(.*?)\nYou have (\d+) actions left", re.S | re.M)
 
 
 def split_sections(text, header):
@@ -94,15 +94,14 @@ def parse_episode(header, body, where, skipped):
     """One `## seed` section -> an episode dict: its turns and the states the conversation shows."""
     episode = dict(seed=int(header[1]), reward_text=header[2], success=header[3] == "True", turns=[],
                    conversation="", states={})
-    lines = body.split("\n")
-    for line in lines:
+    start = body.find("```\n")
+    for line in body[:start if start >= 0 else len(body)].split("\n"):  # the turn lines come before the conversation
         if line.startswith("- turn "):
             turn = parse_turn(line)
             if turn is None:
                 skipped.append(f"{where}, seed {episode['seed']}: an unreadable turn line ({line[:60]!r})")
             else:
                 episode["turns"].append(turn)
-    start = body.find("```\n")
     if start < 0:
         skipped.append(f"{where}, seed {episode['seed']}: no conversation (the file ends before it)")
         return episode
@@ -169,9 +168,9 @@ def same_grid(a, b):
 
 def replay(env_name, env_config, episode):
     """Play the episode's recorded actions again from its seed -> (steps, None) or (None, why not).
-    steps[k] is the list of (action, reward, rendering after it, whether it moved the player) of turn k+1; with the state
-    after reset, steps give every state of the episode. Trusted only if each turn's state and reward
-    match the record (module docstring)."""
+    steps[k] lists (action, reward, rendering after it, whether the player moved) for turn k+1: with the
+    state after reset, every state of the episode. Trusted only if each turn's state and reward match the
+    record (module docstring)."""
     if env_config is None:
         return None, "config.yaml is missing or unreadable, so the env cannot be replayed"
     try:
@@ -195,9 +194,10 @@ def replay(env_name, env_config, episode):
             total = sum(s[1] for s in turn_steps) + (0.0 if turn["format_ok"] else penalty)
             # samples.md writes rewards with 6 significant digits (:g)
             if abs(total - turn["reward"]) > 1e-5 * max(1.0, abs(total)):
-                return None, f"the replayed reward of turn {turn['number']} ({total:g}) differs from the recorded {turn['reward_text']}"
+                return None, (f"the replayed reward of turn {turn['number']} ({total:g}) differs from the "
+                              f"recorded {turn['reward_text']}")
             steps.append(turn_steps)
-    except Exception as error:  # noqa: BLE001 -- any failure (kwargs from an older envs.py, an unknown action) means: no replay
+    except Exception as error:  # any failure (kwargs of an older envs.py, an unknown action) means: no replay
         return None, f"the replay failed ({type(error).__name__}: {str(error)[:80]})"
     return steps, None
 
@@ -298,7 +298,9 @@ def turn_html(turn, state, steps, env_name, risky):
         picture = grid_svg(state["text"], env_name, 26)
     else:
         picture = '<div class="missing">state not in the text</div>'
-    caption = f"turn {turn['number']}" + (f" &middot; {state['actions_left']} actions left" if state and env_name != "bandit" else "")
+    caption = f"turn {turn['number']}"
+    if state and env_name != "bandit":
+        caption += f" &middot; {state['actions_left']} actions left"
     think = html.escape(turn["think"]) or '<span class="dim">(no thought)</span>'
     cut = ' <span class="dim">(first 200 characters)</span>' if len(turn["think"]) >= 200 else ""
     actions = " &rarr; ".join(html.escape(a) for a in turn["actions"]) or '<span class="dim">(no valid action)</span>'
@@ -306,7 +308,8 @@ def turn_html(turn, state, steps, env_name, risky):
     if steps and env_name != "bandit":
         after = '<div class="steps">' + "".join(
             f'<figure>{grid_svg(rendering, env_name, 14)}<figcaption>{html.escape(action)} {reward:+g}'
-            f'{"" if moved else " (no move)"}</figcaption></figure>' for action, reward, rendering, moved in steps) + "</div>"
+            f'{"" if moved else " (no move)"}</figcaption></figure>'
+            for action, reward, rendering, moved in steps) + "</div>"
     fmt = "format ok" if turn["format_ok"] else '<span class="bad">format broken</span>'
     return (f'<li class="turn"><figure class="state">{picture}<figcaption>{caption}</figcaption></figure>'
             f'<div class="reply"><div class="think">{think}{cut}</div><div class="actions">{actions}</div>'
@@ -330,7 +333,8 @@ def episode_html(index, evaluation, episode, env_name, env_config, risky):
         end = (f'<figure class="end">{grid_svg(finals[-1][2], env_name, 26)}<figcaption>the end, after '
                f'{len(finals)} action(s)</figcaption></figure>')
     if env_name == "bandit":  # the Bandit's success is the decision, not the payout (envs.Bandit.step)
-        mark = '<span class="ok">success: the risky arm</span>' if episode["success"] else '<span class="bad">no success</span>'
+        mark = ('<span class="ok">success: the risky arm</span>' if episode["success"]
+                else '<span class="bad">no success</span>')
     else:
         mark = '<span class="ok">solved</span>' if episode["success"] else '<span class="bad">not solved</span>'
     return (f'<section class="episode" data-eval="{index}" data-seed="{episode["seed"]}">'
@@ -455,15 +459,17 @@ or compare one seed across two evaluations below.</p>
 
 
 def read_run(run_dir):
-    """A run folder -> (evaluations, skipped) from samples.md and eval_samples.md; ViewerError if there is nothing to show."""
+    """A run folder -> (evaluations, skipped) from samples.md and eval_samples.md; ViewerError if there is
+    nothing to show."""
     if not os.path.isdir(run_dir):
         raise ViewerError(f"{run_dir} is not a folder: give a run folder (the run_dir of a training, with samples.md)")
     files = [name for name in ("samples.md", "eval_samples.md") if os.path.isfile(os.path.join(run_dir, name))]
     if not files:
         compacted = os.path.isfile(os.path.join(run_dir, "thoughts.json"))
         raise ViewerError(f"{run_dir} has no samples.md: " + (
-            "this compacted run kept only thoughts.json (thoughts, no grids or actions); train it again to see its episodes"
-            if compacted else "not a run folder, or a run stopped before its first evaluation (eval.every=0 writes none)"))
+            "this compacted run kept only thoughts.json (thoughts, no grids or actions); train it again to see "
+            "its episodes" if compacted else
+            "not a run folder, or a run stopped before its first evaluation (eval.every=0 writes none)"))
     evaluations, skipped = [], []
     for name in files:
         # errors="replace": a random-weight model's decoded bytes need not be UTF-8

@@ -182,12 +182,37 @@ def test_without_config_the_text_states_are_shown(tmp_path):
     assert where(cells(grids(section(text, 0, 1000000))[0]), "goal") == [(2, 3)]
 
 
+def test_a_turn_line_inside_the_conversation_is_not_a_turn():
+    body = ("\n- turn 1: think 'a' -> actions ['Up'] (format ok: True), reward -0.1\n\n```\nTurn 1:\nState:\n#P#\n"
+            "You have 10 actions left.\n- turn 2: think 'b' -> actions ['Up'] (format ok: True), reward -0.1\n```\n")
+    samples = "\n# Evaluation at iteration 0\n\n## seed 7: reward -0.1, success False\n" + body
+    (evaluation,), skipped = viewer.parse_samples(samples)
+    assert [turn["number"] for turn in evaluation["episodes"][0]["turns"]] == [1] and skipped == []
+    assert evaluation["episodes"][0]["states"][1]["text"] == "#P#"
+
+
 def test_a_thought_quoting_the_line_format_is_read_whole():
     line = "- turn 2: think 'I said \"-> actions [\\'Up\\']\" and it\\'s wrong' -> actions ['Left'] (format ok: True), reward -0.1"
     turn = viewer.parse_turn(line)
     assert turn["think"] == "I said \"-> actions ['Up']\" and it's wrong"
     assert turn["actions"] == ["Left"] and turn["number"] == 2 and turn["reward"] == -0.1
     assert viewer.parse_turn("- turn 2: think 'cut sho") is None
+
+
+def test_a_spaced_grid_draws_the_same_cells():
+    """env.spaced_grid=true renders `# _ P #`: the spaces are no cells."""
+    grid = cells(viewer.grid_svg("# # #\n# P #\n# X #\n# O #\n# # #", "sokoban", 10))
+    assert len(grid) == 15 and len(where(grid, "wall")) == 12
+    assert where(grid, "player") == [(1, 1)] and where(grid, "box") == [(2, 1)] and where(grid, "target") == [(3, 1)]
+
+
+def test_a_planted_link_is_never_written_through(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("keep me")
+    os.symlink(elsewhere, os.path.join(run_dir, "viewer.html.tmp"))
+    page(run_dir)
+    assert elsewhere.read_text() == "keep me" and not os.path.lexists(os.path.join(run_dir, "viewer.html.tmp"))
 
 
 @pytest.mark.parametrize("make, says", [
