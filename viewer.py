@@ -168,7 +168,7 @@ def same_grid(a, b):
 
 def replay(env_name, env_config, episode):
     """Play the episode's recorded actions again from its seed -> (steps, None) or (None, why not).
-    steps[k] lists (action, reward, rendering after it, whether the player moved) for turn k+1: with the
+    steps[k] lists (action, reward, rendering after it, " (no move)", " (slipped)" or "") for turn k+1: with the
     state after reset, every state of the episode. Trusted only if each turn's state and reward match the
     record (module docstring)."""
     if env_config is None:
@@ -189,8 +189,15 @@ def replay(env_name, env_config, episode):
                 return None, "the replayed arms' order differs from the one the model saw"
             turn_steps = []
             for action in turn["actions"]:
+                aimed = None
+                if env_name == "frozenlake":  # outcomes: [one side, the intended cell, the other], or [intended] on dry ice
+                    outcomes = env.outcomes(env.player, action)
+                    aimed = outcomes[len(outcomes) // 2]
                 rendering, reward, _, _, info = env.step(action)
-                turn_steps.append((action, reward, rendering, info["effective"]))
+                note = "" if info["effective"] else " (no move)"
+                if aimed is not None and info["effective"] and env.player != aimed:
+                    note = " (slipped)"
+                turn_steps.append((action, reward, rendering, note))
             total = sum(s[1] for s in turn_steps) + (0.0 if turn["format_ok"] else penalty)
             # samples.md writes rewards with 6 significant digits (:g)
             if abs(total - turn["reward"]) > 1e-5 * max(1.0, abs(total)):
@@ -308,8 +315,7 @@ def turn_html(turn, state, steps, env_name, risky):
     if steps and env_name != "bandit":
         after = '<div class="steps">' + "".join(
             f'<figure>{grid_svg(rendering, env_name, 14)}<figcaption>{html.escape(action)} {reward:+g}'
-            f'{"" if moved else " (no move)"}</figcaption></figure>'
-            for action, reward, rendering, moved in steps) + "</div>"
+            f'{note}</figcaption></figure>' for action, reward, rendering, note in steps) + "</div>"
     fmt = "format ok" if turn["format_ok"] else '<span class="bad">format broken</span>'
     return (f'<li class="turn"><figure class="state">{picture}<figcaption>{caption}</figcaption></figure>'
             f'<div class="reply"><div class="think">{think}{cut}</div><div class="actions">{actions}</div>'

@@ -98,6 +98,8 @@ def test_frozenlake_grid_shows_holes_goal_and_player(tmp_path):
     assert where(first, "goal") == [(2, 3)]
     assert where(first, "player") == [(3, 3)]
     assert len(where(first, "ice")) == 16 - 4
+    # At iteration 10, Left from (3, 3) slid up onto the goal (the recorded reward 1 says it reached (2, 3))
+    assert "Left +1 (slipped)" in section(text, 1, 1000000)
     # seed 1000001 at iteration 0 walks into the hole at (0, 2): the last picture shows it there
     assert where(cells(grids(section(text, 0, 1000001))[-1]), "player-in-hole") == [(0, 2)]
 
