@@ -236,17 +236,15 @@ def test_command_line_error_is_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith(f"error: {tmp_path} has no samples.md")
 
 
-def test_plots_label_every_y_axis():
+@pytest.mark.slow  # matplotlib's import and a figure: seconds
+def test_plots_command_rebuilds_plots_and_viewer_and_labels_every_y_axis(tmp_path):
     import plots
-    assert set(plots.Y_LABELS) == {title for title, _ in plots.PANELS}
-    assert all(plots.Y_LABELS.values())
-
-
-@pytest.mark.slow
-def test_plots_command_rebuilds_plots_and_viewer(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
     with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
         f.write('{"iteration": 0, "eval/success": 0.0}\n{"iteration": 10, "eval/success": 1.0, "rollout/success": 0.5}\n')
+    fig = plots.figure([run_dir])
+    assert len(fig.axes) == len(plots.PANELS) and all(ax.get_ylabel() for ax in fig.axes)
+    assert fig.axes[0].get_ylabel() == "fraction of episodes"
     done = subprocess.run([sys.executable, os.path.join(ROOT, "plots.py"), run_dir], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert os.path.getsize(os.path.join(run_dir, "plots.png")) > 0
