@@ -1,6 +1,7 @@
 """Plots of a run's metrics.jsonl: the paper's collapse indicators on one page (its Figures 6 and 9).
 
-    python plots.py RUN_DIR [RUN_DIR ...]    # one line per run: compare StarPO with StarPO-S
+    python plots.py RUN_DIR                  # rebuilds RUN_DIR/plots.png and RUN_DIR/viewer.html (viewer.py)
+    python plots.py RUN_A RUN_B --out c.png  # one line per run: compare StarPO with StarPO-S
 
 How to read them: a healthy run raises success while entropy, reward std and the in-group reward std
 come down slowly. The echo trap (paper section 4) shows as entropy and in-group reward std falling to
@@ -20,6 +21,8 @@ matplotlib.use("Agg")  # files only: no display on training machines
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+import viewer  # noqa: E402
+
 PANELS = [  # (title, metric names drawn in that panel)
     ("success", ["rollout/success", "eval/success"]),
     ("reward mean", ["rollout/reward_mean"]),
@@ -34,6 +37,15 @@ PANELS = [  # (title, metric names drawn in that panel)
     ("distinct first thoughts across seeds", ["rollout/distinct_thoughts"]),
     ("I(prompt; thought), nats", ["rollout/thought_mi"]),
 ]
+
+Y_LABELS = {  # panel title -> what its y-axis counts
+    "success": "fraction of episodes", "reward mean": "reward per episode", "reward std": "std of episode rewards",
+    "in-group reward std": "std within a group (mean)", "token entropy": "nats per token",
+    "gradient norm": "actor's L2 norm, before clipping", "tokens per trajectory": "tokens",
+    "valid-action fraction": "fraction of turns", "distinct responses in a group": "distinct / N (1/N: all alike)",
+    "think tokens per turn, median": "tokens", "distinct first thoughts across seeds": "distinct / seeds",
+    "I(prompt; thought), nats": "nats",
+}
 
 
 def read_metrics(run_dir, with_damaged=False):
@@ -81,6 +93,7 @@ def figure(run_dirs, labels=None):
         styles = [f"{style}{' with dots' * name.startswith('eval/')}: {name}" for (_, style), name in zip(STYLES, names)]
         ax.set_title(title + ("\n" + ", ".join(styles) if len(names) > 1 else f" ({names[0]})"), fontsize=9)
         ax.set_xlabel("iteration")
+        ax.set_ylabel(Y_LABELS[title], fontsize=9)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=f"C{i}", label=label) for i, label in enumerate(labels)]
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False, fontsize=11)
@@ -104,11 +117,26 @@ def plot_run(run_dir):
     plot_runs([run_dir], os.path.join(run_dir, "plots.png"))
 
 
-if __name__ == "__main__":
-    if len(sys.argv) < 2:
+def main(argv):
+    """python plots.py RUN_DIR: rebuild the run's own RUN_DIR/plots.png and RUN_DIR/viewer.html (viewer.py).
+    Several runs, or --out FILE.png: one figure comparing them (./plots.png without --out)."""
+    if not argv or argv[-1] == "--out":
         raise SystemExit("usage: python plots.py RUN_DIR [RUN_DIR ...] [--out FILE.png]")
-    args = sys.argv[1:]
-    out = args[args.index("--out") + 1] if "--out" in args else "plots.png"
-    runs = [a for i, a in enumerate(args) if a != "--out" and (i == 0 or args[i - 1] != "--out")]
+    out = argv[argv.index("--out") + 1] if "--out" in argv else "plots.png"
+    runs = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
+    missing = [run for run in runs if not os.path.isfile(os.path.join(run, "metrics.jsonl"))]
+    if missing:
+        raise SystemExit(f"error: {missing[0]} has no metrics.jsonl: give run folders (the run_dir of a training)")
+    if len(runs) == 1 and "--out" not in argv:
+        out = os.path.join(runs[0], "plots.png")
     plot_runs(runs, out)
     print(f"wrote {out}")
+    if len(runs) == 1 and "--out" not in argv:
+        try:
+            print(f"wrote {viewer.write_viewer(runs[0])}")
+        except viewer.ViewerError as error:  # a compacted run keeps no samples.md: the plots alone
+            print(f"no viewer: {error}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
