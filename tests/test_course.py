@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -150,8 +151,7 @@ def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student
 
 def grade(cwd, *args, timeout=600):
     """course/grade.py run in `cwd` with a JSON report: (the report or None, the finished process)."""
-    out = Path(cwd) / "results.json"
-    out.unlink(missing_ok=True)  # a report of an earlier grading in the same folder
+    out = Path(tempfile.mkdtemp(prefix="grade-")) / "results.json"  # never in the graded folder
     done = subprocess.run([sys.executable, "course/grade.py", "--json", str(out), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
     return (json.loads(out.read_text()) if out.exists() else None), done
