@@ -1,46 +1,59 @@
-"""The capstone: with every exercise implemented, the copy trains the Bandit preset on a laptop CPU to an
-evaluation success of at least 0.95 in under 5 minutes.
+"""The capstone, part (a): with every exercise implemented, the copy trains the Bandit preset on a CPU to an
+evaluation success of at least 0.95, once with PPO (ex3, ex4, ex6, ex7, ex8 and the parser, ex2) and once with
+GRPO (ex5 instead of GAE and the critic).
 
     python course/capstone.py            # run from the copy's root (the student's or the solution)
+    python course/capstone.py --only grpo
 
-It runs `python ragen_mini.py --config configs/bandit.yaml` into a fresh run folder, then reads the final
-evaluation from its metrics.jsonl. Exit code 0 when both thresholds hold, 1 otherwise. The 5 minutes are
-wall-clock time on an otherwise idle 2-core machine; the CPU time of the run is printed beside it, and a
-run over the time bar also prints the load average: on a busy machine, rerun when it is idle.
+Each run is `python ragen_mini.py --config configs/bandit.yaml` (plus algo.estimator=grpo for GRPO) into a fresh
+run folder; its last evaluation, after the preset's fixed 100 iterations, must reach 0.95. The bar is the iteration
+count, not the clock, so a busy machine cannot fail correct code: the run's own CPU time is printed beside it, and
+a run over CPU_MINUTES of CPU time (about five times what a correct run takes) fails, since that means something
+in the loop is far slower than it should be. Exit code 0 when every run passes. Part (b), the investigation, is
+course/capstone-investigation.md.
 """
+import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUCCESS, MINUTES = 0.95, 5.0
+SUCCESS, CPU_MINUTES = 0.95, 30.0
+RUNS = {"ppo": [], "grpo": ["algo.estimator=grpo"]}  # overrides of configs/bandit.yaml
 
 
-def cpu_seconds():
-    """CPU seconds (user + system) of this process and of the children it has waited for (the training)."""
+def children_cpu_seconds():
+    """CPU seconds (user + system) of the child processes waited for so far (the training runs)."""
     times = os.times()
-    return time.process_time() + times.children_user + times.children_system
+    return times.children_user + times.children_system
+
+
+def run(name, overrides):
+    """Train one run; -> (passed, one line saying why)."""
+    run_dir = os.path.join(tempfile.mkdtemp(prefix=f"capstone-{name}-"), "run")
+    cpu_started = children_cpu_seconds()
+    done = subprocess.run([sys.executable, "ragen_mini.py", "--config", "configs/bandit.yaml", f"run_dir={run_dir}",
+                           "train.device=cpu", *overrides], cwd=ROOT)
+    cpu_minutes = (children_cpu_seconds() - cpu_started) / 60
+    if done.returncode != 0:
+        return False, f"{name}: FAIL, the run stopped with exit code {done.returncode} (its log is above)"
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        evals = [(row.get("iteration"), row["eval/success"]) for row in map(json.loads, f) if "eval/success" in row]
+    if not evals:
+        return False, f"{name}: FAIL, the run wrote no evaluation to {run_dir}/metrics.jsonl"
+    iteration, success = evals[-1]
+    ok = success >= SUCCESS and cpu_minutes < CPU_MINUTES
+    return ok, (f"{name}: {'PASS' if ok else 'FAIL'}: evaluation success {success:.3f} after iteration {iteration} "
+                f"(needs {SUCCESS}), {cpu_minutes:.1f} min of CPU time (needs under {CPU_MINUTES:g}); run in {run_dir}")
 
 
 if __name__ == "__main__":
-    run_dir = os.path.join(tempfile.mkdtemp(prefix="capstone-"), "run")
-    started, cpu_started = time.time(), cpu_seconds()
-    done = subprocess.run([sys.executable, "ragen_mini.py", "--config", "configs/bandit.yaml", f"run_dir={run_dir}",
-                           "train.device=cpu"], cwd=ROOT)
-    minutes = (time.time() - started) / 60
-    cpu_minutes = (cpu_seconds() - cpu_started) / 60
-    if done.returncode != 0:
-        raise SystemExit(f"capstone: FAIL, the run stopped with exit code {done.returncode}")
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        evals = [row["eval/success"] for row in map(json.loads, f) if "eval/success" in row]
-    ok = evals[-1] >= SUCCESS and minutes < MINUTES
-    print(f"capstone: {'PASS' if ok else 'FAIL'}: final evaluation success {evals[-1]:.3f} (needs {SUCCESS}), "
-          f"{minutes:.1f} min wall-clock (needs under {MINUTES:g}), {cpu_minutes:.1f} min of CPU time")
-    if minutes >= MINUTES:
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
-        print(f"capstone: load average (1, 5, 15 min): {load}. The {MINUTES:g}-minute bar assumes an otherwise "
-              "idle 2-core machine; if other work was running, rerun the capstone when the machine is idle.")
-    raise SystemExit(0 if ok else 1)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=list(RUNS), help="one run only")
+    args = parser.parse_args()
+    results = [run(name, RUNS[name]) for name in RUNS if args.only in (None, name)]
+    for _, line in results:
+        print(f"capstone: {line}")
+    raise SystemExit(0 if all(ok for ok, _ in results) else 1)

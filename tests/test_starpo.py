@@ -1,11 +1,12 @@
-"""Tests for starpo.py. Every expected value comes from an independent computation written here
-(plain Python loops, numpy, hand-worked numbers, torch.distributions), never from starpo itself."""
+"""Tests for starpo.py. Every expected value comes from an independent computation written here (numpy,
+hand-worked numbers, torch.distributions) or, for the functions that are course exercises (course/README.md),
+from stored numbers, tests/fixtures/starpo.json, made once by independent loops that stay out of the student
+copy (course/hidden/make_fixtures.py); never from starpo itself."""
 
 import doctest
+import json
 import math
-import statistics
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from starpo import (  # noqa: E402
     value_loss,
 )
 
+FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "starpo.json").read_text())
 METRIC_KEYS = {"clipfrac", "clipfrac_low", "clipfrac_high", "approx_kl", "dual_clipfrac"}
 
 
@@ -64,53 +66,25 @@ def test_masked_mean_and_whiten_match_numpy():
 # ----------------------------------------------------------------------------- GAE
 
 
-def gae_reference(r, v, m, gamma, lam):
-    """One trajectory, plain Python: observation tokens (m = 0) are simply not time steps."""
-    T = len(r)
-    adv, ret = [0.0] * T, [0.0] * T
-    next_v = next_a = 0.0
-    for t in range(T - 1, -1, -1):
-        if not m[t]:
-            continue
-        a = r[t] + gamma * next_v - v[t] + gamma * lam * next_a
-        adv[t], ret[t] = a, a + v[t]
-        next_v, next_a = v[t], a
-    return adv, ret
+def gae_cases():
+    """Five (gamma, lam) settings on 6 x 20 multi-turn batches with an empty row, a row of a single step and a row
+    whose steps reach the last column; rewards on masked tokens too (ignored). Stored numbers (module docstring)."""
+    return [pytest.param(case, id=f"gamma={case['gamma']},lam={case['lam']}") for case in FIXTURE["gae"]]
 
 
-@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.99, 0.95), (0.9, 0.5), (1.0, 0.0), (0.5, 1.0)])
-def test_gae_matches_python_loop(gamma, lam):
-    rng = np.random.default_rng(int(gamma * 100 + lam * 10))
-    B, T = 7, 40
-    r, v = rng.normal(size=(B, T)), rng.normal(size=(B, T))  # rewards on masked tokens too: ignored
-    mask = multi_turn_mask(rng, B, T)
-    adv, ret = compute_gae(torch.tensor(r), torch.tensor(v), torch.tensor(mask), gamma, lam)
-    for b in range(B):
-        ref_adv, ref_ret = gae_reference(r[b].tolist(), v[b].tolist(), mask[b].tolist(), gamma, lam)
-        np.testing.assert_allclose(adv[b].numpy(), ref_adv, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(ret[b].numpy(), ref_ret, rtol=1e-10, atol=1e-10)
+@pytest.mark.parametrize("gae", [compute_gae, compute_gae_packed], ids=["plain", "packed"])
+@pytest.mark.parametrize("case", gae_cases())
+def test_gae_matches_stored_numbers(case, gae):
+    """compute_gae, and compute_gae_packed, which must give its numbers."""
+    r, v, mask = (torch.tensor(case[k], dtype=torch.float64) for k in ("rewards", "values", "mask"))
+    adv, ret = gae(r, v, mask, case["gamma"], case["lam"])
+    np.testing.assert_allclose(adv.numpy(), case["advantages"], rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(ret.numpy(), case["returns"], rtol=1e-9, atol=1e-10)
     # float32 gives the same numbers to float32 precision
-    adv32, _ = compute_gae(*(torch.tensor(a, dtype=torch.float32) for a in (r, v, mask)), gamma, lam)
+    adv32, _ = gae(r.float(), v.float(), mask.float(), case["gamma"], case["lam"])
     np.testing.assert_allclose(adv32.numpy(), adv.numpy(), rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.99, 0.95), (0.9, 0.5)])
-def test_packed_gae_matches_python_loop(gamma, lam):
-    """The packed loop gives the plain loop's numbers, with empty rows, rows of a single step, steps in the last
-    column and rewards on masked tokens (ignored) in the batch."""
-    rng = np.random.default_rng(int(gamma * 100 + lam * 10) + 7)
-    B, T = 9, 50
-    r, v = rng.normal(size=(B, T)), rng.normal(size=(B, T))
-    mask = multi_turn_mask(rng, B, T)
-    mask[1], mask[2] = 0, 0
-    mask[1, 17], mask[2, T - 3:] = 1, 1
-    adv, ret = compute_gae_packed(torch.tensor(r), torch.tensor(v), torch.tensor(mask), gamma, lam)
-    for b in range(B):
-        ref_adv, ref_ret = gae_reference(r[b].tolist(), v[b].tolist(), mask[b].tolist(), gamma, lam)
-        np.testing.assert_allclose(adv[b].numpy(), ref_adv, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(ret[b].numpy(), ref_ret, rtol=1e-10, atol=1e-10)
-    adv, ret = compute_gae_packed(torch.tensor(r), torch.tensor(v), torch.zeros(B, T), gamma, lam)  # no steps at all
-    assert adv.shape == (B, T) and (adv == 0).all() and (ret == 0).all()
+    adv, ret = gae(r, v, torch.zeros_like(mask), case["gamma"], case["lam"])  # no steps at all
+    assert adv.shape == mask.shape and (adv == 0).all() and (ret == 0).all()
 
 
 def test_gae_gamma_lambda_one_returns_are_reward_to_go():
@@ -127,23 +101,13 @@ def test_gae_gamma_lambda_one_returns_are_reward_to_go():
 
 
 @pytest.mark.parametrize("normalize_by_std", [True, False])
-def test_grpo_matches_numpy_group_stats(normalize_by_std):
+def test_grpo_matches_stored_numbers(normalize_by_std):
     # non-contiguous, interleaved ids; group 9 has one member; group 5 has equal rewards
-    ids = [7, 3, 7, 3, 9, 7, 5, 5, 5, 3, 7]
-    rewards = [1.0, 0.2, 0.0, -1.0, 4.0, 0.5, 0.3, 0.3, 0.3, 2.0, 10.0]
-    expected = []
-    for s, g in zip(rewards, ids):
-        members = np.array([sc for sc, gg in zip(rewards, ids) if gg == g])
-        if len(members) < 2 or members.std(ddof=1) < 1e-6:
-            expected.append(0.0)
-        elif normalize_by_std:
-            expected.append((s - members.mean()) / (members.std(ddof=1) + 1e-6))
-        else:
-            expected.append(s - members.mean())
-    adv = compute_grpo_advantages(torch.tensor(rewards), torch.tensor(ids),
+    case = FIXTURE["grpo"]
+    adv = compute_grpo_advantages(torch.tensor(case["rewards"]), torch.tensor(case["ids"]),
                                   normalize_by_std=normalize_by_std)
-    assert adv.shape == (len(rewards),) and adv.dtype == torch.float32
-    np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert adv.shape == (len(case["rewards"]),) and adv.dtype == torch.float32
+    np.testing.assert_allclose(adv.numpy(), case["grpo" if normalize_by_std else "dr_grpo"], rtol=1e-5, atol=1e-6)
     assert adv[4] == 0 and (adv[6:9] == 0).all()  # size-1 group, equal rewards: exactly 0
 
 
@@ -202,12 +166,10 @@ def test_policy_loss_metrics_are_detached_scalars():
 
 
 def test_micro_batches_with_loss_normalizer_equal_full_mini_batch():
-    rng = np.random.default_rng(3)
-    B, T = 6, 12
-    mask = torch.tensor(multi_turn_mask(rng, B, T))  # rows with very different token counts
-    logp0, old, adv = (torch.tensor(rng.normal(size=(B, T)) * s) for s in (0.3, 0.3, 1.0))
-    v0, old_v, ret = (torch.tensor(rng.normal(size=(B, T))) for _ in range(3))
-    n_tokens = int(mask.sum())
+    case = FIXTURE["micro_batches"]  # 6 x 12, rows with very different token counts
+    mask, logp0, old, adv, v0, old_v, ret = (torch.tensor(case[k], dtype=torch.float64) for k in (
+        "mask", "logp", "old_logp", "advantages", "values", "old_values", "returns"))
+    B, n_tokens = mask.shape[0], int(mask.sum())
 
     def losses(rows, normalizer):
         logp, v = logp0[rows].clone().requires_grad_(), v0[rows].clone().requires_grad_()
@@ -218,11 +180,9 @@ def test_micro_batches_with_loss_normalizer_equal_full_mini_batch():
         return pl.item(), vl.item(), logp.grad, v.grad
 
     full_pl, full_vl, full_g, full_vg = losses(slice(0, B), None)
-    # the reference: token mean over the whole mini-batch, written out directly
-    lr = (logp0 - old).exp()
-    per_tok = torch.maximum(-adv * lr, -adv * lr.clamp(0.8, 1.28))
-    per_tok = torch.where((adv < 0) & (per_tok > -3 * adv), -3 * adv, per_tok)
-    assert full_pl == pytest.approx(((per_tok * mask).sum() / n_tokens).item())
+    # the token means over the whole mini-batch, stored (module docstring)
+    assert full_pl == pytest.approx(case["policy_loss"], rel=1e-9)
+    assert full_vl == pytest.approx(case["value_loss"], rel=1e-9)
 
     splits = [slice(0, 2), slice(2, 3), slice(3, 6)]
     for normalizer in (n_tokens, torch.tensor(float(n_tokens))):
@@ -334,28 +294,16 @@ def test_kl_estimators_average_to_true_kl():
 @pytest.mark.parametrize("filter_ratio", [0.25, 0.3, 0.5, 0.01, 1.0])
 @pytest.mark.parametrize("largest", [True, False])
 def test_filter_keeps_the_right_whole_groups(filter_ratio, largest):
-    rng = np.random.default_rng(5)
-    group_names = [11, 2, 40, 7, 3, 25, 8, 19, 5, 30]  # ids in no particular order
-    n_per_group = 4
-    ids = np.repeat(group_names, n_per_group)
-    rewards = rng.integers(0, 3, size=ids.size).astype(float)  # small integers: many exact ties
-    rewards[ids == 40] = 1.0  # std 0
-    rewards[ids == 3] = 2.0  # std 0, ties with group 40
-    perm = rng.permutation(ids.size)  # trajectories of a group are scattered over the batch
-    ids, rewards = ids[perm], rewards[perm]
-
-    def exact_var(g):  # Fraction arithmetic: ties are ties
-        return statistics.variance([Fraction(s) for s in rewards[ids == g]])
-
-    k = max(1, int(filter_ratio * len(group_names)))
-    key = (lambda g: (-exact_var(g), g)) if largest else (lambda g: (exact_var(g), g))
-    expected_groups = set(sorted(group_names, key=key)[:k])
-
-    keep = select_groups_by_reward_std(torch.tensor(rewards), torch.tensor(ids), filter_ratio, largest=largest)
+    """10 groups of 4 with ids in no particular order, small integer rewards (many exact ties, two groups of std 0
+    that tie with each other), the trajectories of a group scattered over the batch. Stored kept groups."""
+    case = FIXTURE["filter"]
+    ids = np.array(case["ids"])
+    keep = select_groups_by_reward_std(torch.tensor(case["rewards"]), torch.tensor(ids), filter_ratio, largest=largest)
     assert keep.dtype == torch.bool and keep.shape == (ids.size,)
     kept_groups = {int(g) for g in ids[keep.numpy()]}
-    assert kept_groups == expected_groups and len(kept_groups) == k
-    for g in group_names:  # whole groups only
+    assert kept_groups == set(case["kept"][f"{filter_ratio} {largest}"])
+    assert len(kept_groups) == max(1, int(filter_ratio * 10))
+    for g in set(case["ids"]):  # whole groups only
         assert len(set(keep.numpy()[ids == g].tolist())) == 1
 
 
@@ -418,18 +366,12 @@ def test_docstring_examples_are_true():
     assert result.attempted >= 9 and result.failed == 0
 
 
-def test_token_level_rewards_against_a_loop():
-    """The reward sits on each row's last sampled token; the KL term (if any) on every sampled token."""
-    rng = np.random.default_rng(3)
-    mask = (rng.random((5, 12)) < 0.4).astype(float)
-    mask[:, 0] = 1.0  # every row has a sampled token
-    rewards, kl = rng.normal(size=5), rng.normal(size=(5, 12))
-    got = token_level_rewards(torch.tensor(rewards), torch.tensor(mask), torch.tensor(kl), kl_coef=0.2).numpy()
-    for b in range(5):
-        last = max(t for t in range(12) if mask[b, t])
-        for t in range(12):
-            expected = (rewards[b] if t == last else 0.0) - (0.2 * kl[b, t] if mask[b, t] else 0.0)
-            assert got[b, t] == pytest.approx(expected, abs=1e-12)
+def test_token_level_rewards_match_stored_numbers():
+    """The reward sits on each row's last sampled token; the KL term on every sampled token. Stored numbers."""
+    case = FIXTURE["token_level_rewards"]
+    got = token_level_rewards(*(torch.tensor(case[k], dtype=torch.float64) for k in ("rewards", "mask", "kl")),
+                              kl_coef=case["kl_coef"])
+    np.testing.assert_allclose(got.numpy(), case["expected"], rtol=1e-9, atol=1e-12)
 
 
 def test_explained_variance_against_numpy():
@@ -444,26 +386,14 @@ def test_explained_variance_against_numpy():
 
 @pytest.mark.parametrize("estimator", ["gae", "grpo"])
 def test_actor_loss_adds_entropy_bonus_and_grpo_kl_token_by_token(estimator):
-    """Against a per-token loop: clipped term, - entropy_coef x entropy, + kl_coef x k3 (GRPO only)."""
-    rng = np.random.default_rng(5)
-    logp, old_logp, ref_logp = (rng.normal(scale=0.3, size=(2, 7)) - 1 for _ in range(3))
-    advantages, entropy = rng.normal(size=(2, 7)), rng.random((2, 7))
-    mask = (rng.random((2, 7)) < 0.7).astype(float)
+    """Clipped term, - entropy_coef x entropy, + kl_coef x k3 (GRPO only), summed over the tokens and divided
+    by the normaliser 10: stored numbers. The entropy metric is the plain mean over the sampled tokens."""
+    case = FIXTURE["actor_loss"]
+    logp, entropy, old_logp, advantages, mask, ref_logp = (torch.tensor(case[k], dtype=torch.float64) for k in (
+        "logp", "entropy", "old_logp", "advantages", "mask", "ref_logp"))
     algo = type("Algo", (), dict(clip_low=0.2, clip_high=0.28, dual_clip=0, entropy_coef=0.01, kl_coef=0.05,
                                  estimator=estimator, grpo_kl="k3"))
-    loss, metrics = actor_loss(*(torch.tensor(x) for x in (logp, entropy, old_logp, advantages, mask)), algo,
-                               loss_normalizer=10, ref_logp=torch.tensor(ref_logp))
-    total = 0.0
-    for b in range(2):
-        for t in range(7):
-            if not mask[b, t]:
-                continue
-            r = math.exp(logp[b, t] - old_logp[b, t])
-            a = advantages[b, t]
-            term = max(-a * r, -a * min(max(r, 0.8), 1.28)) - 0.01 * entropy[b, t]
-            if estimator == "grpo":
-                x = ref_logp[b, t] - logp[b, t]
-                term += 0.05 * (math.exp(x) - x - 1)
-            total += term
-    assert float(loss) == pytest.approx(total / 10, rel=1e-9)
-    assert float(metrics["entropy"]) == pytest.approx(entropy[mask.astype(bool)].mean(), rel=1e-9)
+    loss, metrics = actor_loss(logp, entropy, old_logp, advantages, mask, algo, loss_normalizer=10, ref_logp=ref_logp)
+    assert float(loss) == pytest.approx(case[f"loss_{estimator}"], rel=1e-9)
+    assert float(metrics["entropy"]) == pytest.approx(np.array(case["entropy"])[np.array(case["mask"]) == 1].mean(),
+                                                      rel=1e-9)

@@ -84,3 +84,19 @@ def test_empty_mask_gives_zero_not_nan():
                               loss_normalizer=normalizer)
         assert loss.item() == 0.0
         assert all(v.item() == 0.0 for v in m.values())
+
+
+def test_metrics_are_detached_with_dual_clip_and_a_normalizer():
+    logp = torch.randn(2, 4, requires_grad=True)
+    _, m = policy_loss(logp, torch.zeros(2, 4), -torch.ones(2, 4), torch.ones(2, 4), 0.2, 0.28, dual_clip=2.0,
+                       loss_normalizer=16)
+    assert all(not v.requires_grad and v.dim() == 0 for v in m.values())
+
+
+def test_nan_and_inf_in_padding_stay_out_of_the_loss():
+    # token 0: ratio e^0.1 = 1.10517, A = -1: -A r = 1.10517 (inside the clip); tokens 1 and 2 are padding
+    adv = torch.tensor([[-1.0, float("nan"), -float("inf")]])
+    loss, m = policy_loss(torch.tensor([[0.1, 0.0, 0.0]]), torch.zeros(1, 3), adv, torch.tensor([[1.0, 0.0, 0.0]]),
+                          0.2, 0.28, dual_clip=3.0, loss_normalizer=2)
+    assert abs(loss.item() - 1.10517 / 2) < 1e-5
+    assert all(torch.isfinite(v) for v in m.values())

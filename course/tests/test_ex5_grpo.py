@@ -1,6 +1,5 @@
 """ex5-grpo: GRPO and Dr. GRPO advantages (starpo.compute_grpo_advantages)."""
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -12,20 +11,8 @@ import adapters  # noqa: E402
 grpo = adapters.function("ex5-grpo")
 
 
-def reference(rewards, ids, eps=1e-6, normalize_by_std=True):
-    """Plain-Python GRPO: per-group mean and Bessel std with the statistics module."""
-    out = []
-    for r, g in zip(rewards, ids):
-        members = [x for x, h in zip(rewards, ids) if h == g]
-        mean = statistics.fmean(members)
-        std = statistics.stdev(members) if len(members) > 1 else 0.0
-        if std <= eps:
-            out.append(0.0)
-        elif normalize_by_std:
-            out.append((r - mean) / (std + eps))
-        else:
-            out.append(r - mean)
-    return out
+WEIGHTS = {"test_docstring_example_both_modes": 3, "test_random_groups_match_stored_numbers": 3,
+           "test_degenerate_groups_get_exactly_zero": 2}
 
 
 def test_docstring_example_both_modes():
@@ -37,15 +24,14 @@ def test_docstring_example_both_modes():
     assert torch.allclose(dr, torch.tensor([0.5, -0.5, 0.0, 0.0]), atol=1e-6)
 
 
-def test_random_groups_match_statistics_module():
-    rng = np.random.default_rng(0)
-    ids = rng.permutation(np.repeat(np.arange(3), 4)).tolist()  # 3 groups of 4, interleaved
-    rewards = rng.normal(size=12).round(3).tolist()
-    for normalize in (True, False):
-        adv = grpo(torch.tensor(rewards), torch.tensor(ids), normalize_by_std=normalize)
+def test_random_groups_match_stored_numbers():
+    """3 interleaved groups of 4; the expected advantages were made once with the statistics module
+    (course/hidden/make_fixtures.py) and stored in fixtures/ex5-grpo.json."""
+    case = adapters.fixture("ex5-grpo")["random_groups"]
+    for key, normalize in (("grpo", True), ("dr_grpo", False)):
+        adv = grpo(torch.tensor(case["rewards"]), torch.tensor(case["ids"]), normalize_by_std=normalize)
         assert adv.shape == (12,)
-        np.testing.assert_allclose(adv.numpy(), reference(rewards, ids, normalize_by_std=normalize),
-                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(adv.numpy(), case[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
 
 def test_degenerate_groups_get_exactly_zero():
@@ -55,7 +41,7 @@ def test_degenerate_groups_get_exactly_zero():
     adv = grpo(rewards, ids)
     assert torch.isfinite(adv).all()
     assert adv[:4].tolist() == [0.0, 0.0, 0.0, 0.0]
-    s = statistics.stdev([2.0, -1.0])
+    s = 3.0 / 2 ** 0.5  # group 9: mean 0.5, deviations +-1.5, Bessel std sqrt((1.5^2 + 1.5^2) / 1) = 2.1213
     assert abs(adv[4].item() - 1.5 / (s + 1e-6)) < 1e-4
     assert abs(adv[5].item() + 1.5 / (s + 1e-6)) < 1e-4
 
@@ -69,3 +55,10 @@ def test_normalized_groups_have_zero_mean_and_unit_std():
         a = adv[ids == g].numpy()
         assert abs(a.mean()) < 1e-5
         assert abs(a.std(ddof=1) - 1.0) < 1e-4
+
+
+def test_eps_is_added_to_the_std():
+    # group 0: rewards 1 and 4, mean 2.5, Bessel std sqrt(1.5^2 + 1.5^2) = 2.1213; with eps = 1 the advantages
+    # are +-1.5 / 3.1213 = +-0.48057 (without the eps they would be +-0.70711)
+    adv = grpo(torch.tensor([1.0, 4.0]), torch.tensor([0, 0]), eps=1.0)
+    assert torch.allclose(adv, torch.tensor([-0.48057, 0.48057]), atol=1e-4)

@@ -12,13 +12,8 @@ import adapters  # noqa: E402
 policy_loss = adapters.function("ex6-policy-loss")
 
 
-def per_token_reference(ratio, adv, clip_low, clip_high, dual_clip=None):
-    """One token of the PPO surrogate, written out with plain floats."""
-    clipped_ratio = min(max(ratio, 1 - clip_low), 1 + clip_high)
-    loss = max(-adv * ratio, -adv * clipped_ratio)
-    if dual_clip is not None and adv < 0:
-        loss = min(loss, -adv * dual_clip)
-    return loss
+WEIGHTS = {"test_docstring_worked_example": 3, "test_random_batch_matches_stored_numbers": 3,
+           "test_gradient_is_zero_only_where_a_clip_is_active": 2, "test_clipfrac_splits_into_low_and_high": 2}
 
 
 def test_docstring_worked_example():
@@ -33,23 +28,14 @@ def test_docstring_worked_example():
     assert abs(m["approx_kl"].item() - (-math.log(0.5 * 1.5 * 4.0) / 4)) < 1e-4
 
 
-def test_random_batch_matches_token_loop_seed_0():
-    g = torch.Generator().manual_seed(0)
-    logp = torch.randn(3, 5, generator=g) * 0.4
-    old = torch.randn(3, 5, generator=g) * 0.4
-    adv = torch.randn(3, 5, generator=g)
-    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1], [1, 0, 1, 0, 1]], dtype=torch.float32)
-    loss, m = policy_loss(logp, old, adv, mask, 0.2, 0.28)
-    total, n, kl = 0.0, 0, 0.0
-    for i in range(3):
-        for t in range(5):
-            if mask[i, t]:
-                r = math.exp(logp[i, t].item() - old[i, t].item())
-                total += per_token_reference(r, adv[i, t].item(), 0.2, 0.28)
-                kl += old[i, t].item() - logp[i, t].item()
-                n += 1
-    assert abs(loss.item() - total / n) < 1e-5
-    assert abs(m["approx_kl"].item() - kl / n) < 1e-5
+def test_random_batch_matches_stored_numbers():
+    """A random 3 x 5 batch; the expected loss and approx_kl were made once token by token
+    (course/hidden/make_fixtures.py) and stored in fixtures/ex6-policy-loss.json."""
+    case = adapters.fixture("ex6-policy-loss")["random_batch"]
+    logp, old, adv, mask = (torch.tensor(case[k]) for k in ("logp", "old_logp", "advantages", "mask"))
+    loss, m = policy_loss(logp, old, adv, mask.float(), 0.2, 0.28)
+    assert abs(loss.item() - case["loss"]) < 1e-5
+    assert abs(m["approx_kl"].item() - case["approx_kl"]) < 1e-5
     assert m["dual_clipfrac"].item() == 0.0
 
 
@@ -64,19 +50,31 @@ def test_gradient_is_zero_only_where_a_clip_is_active():
     np.testing.assert_allclose(logp.grad[0].numpy(), expected, atol=1e-6)
 
 
-def test_clipfrac_splits_into_low_and_high_seed_5():
-    g = torch.Generator().manual_seed(5)
-    logp = torch.randn(4, 6, generator=g) * 0.5
-    adv = torch.randn(4, 6, generator=g)
-    mask = (torch.rand(4, 6, generator=g) > 0.3).float()
-    _, m = policy_loss(logp, torch.zeros(4, 6), adv, mask, 0.2, 0.28)
-    low = high = n = 0
-    for r, a, k in zip(logp.exp().flatten().tolist(), adv.flatten().tolist(), mask.flatten().tolist()):
-        if k:
-            n += 1
-            low += a < 0 and r < 0.8
-            high += a > 0 and r > 1.28
-    assert low > 0 and high > 0
-    assert abs(m["clipfrac_low"].item() - low / n) < 1e-6
-    assert abs(m["clipfrac_high"].item() - high / n) < 1e-6
-    assert abs(m["clipfrac"].item() - (low + high) / n) < 1e-6
+def test_clipfrac_splits_into_low_and_high():
+    """A random 4 x 6 batch with tokens clipped on both sides; the fractions were counted once token by token
+    (course/hidden/make_fixtures.py) and stored in fixtures/ex6-policy-loss.json."""
+    case = adapters.fixture("ex6-policy-loss")["clipfrac_batch"]
+    logp, adv, mask = (torch.tensor(case[k]) for k in ("logp", "advantages", "mask"))
+    _, m = policy_loss(logp, torch.zeros(4, 6), adv, mask.float(), 0.2, 0.28)
+    assert case["clipfrac_low"] > 0 and case["clipfrac_high"] > 0
+    for key in ("clipfrac", "clipfrac_low", "clipfrac_high"):
+        assert abs(m[key].item() - case[key]) < 1e-6, key
+
+
+def test_metrics_are_detached_scalars():
+    """The metrics are for logging: 0-dim, and no gradient may flow through them (a metric that holds the graph
+    keeps every activation of the step alive until it is logged)."""
+    logp = torch.randn(3, 5, requires_grad=True)
+    _, m = policy_loss(logp, torch.zeros(3, 5), torch.randn(3, 5), torch.ones(3, 5), 0.2, 0.28, dual_clip=3.0)
+    assert set(m) == {"clipfrac", "clipfrac_low", "clipfrac_high", "approx_kl", "dual_clipfrac"}
+    for key, value in m.items():
+        assert value.dim() == 0 and not value.requires_grad, key
+
+
+def test_inf_on_a_padded_token_does_not_turn_the_loss_into_nan():
+    """Padding may hold anything, inf included: multiplying by the mask gives inf * 0 = nan, selecting with
+    torch.where does not. Token 0: ratio 1, A = 2 -> -2. Token 1 is padding."""
+    adv = torch.tensor([[2.0, float("inf")]])
+    loss, m = policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), adv, torch.tensor([[1.0, 0.0]]), 0.2, 0.28)
+    assert loss.item() == -2.0
+    assert all(torch.isfinite(v) for v in m.values())
