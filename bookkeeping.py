@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 import plots
 import starpo
+import viewer
 from rollout import LLMPolicy, play_episodes
 
 
@@ -87,7 +88,8 @@ def check_resumable(run_dir, flag="--resume"):
 
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.jsonl.damaged", "samples.md", "plots.png", "eval.jsonl",
-             "eval_samples.md", "checkpoint", "checkpoint.tmp", "checkpoint.old")  # what a run writes into its folder
+             "eval_samples.md", "viewer.html", "viewer.html.tmp", "checkpoint", "checkpoint.tmp",
+             "checkpoint.old")  # what a run writes into its folder
 
 
 def check_no_links(run_dir):
@@ -404,6 +406,7 @@ def evaluate(sampler, cfg, title, samples_path):
                  f"reward {turn.reward:g}\n" for k, turn in enumerate(t.turns, 1)]
         text.append(f"\n```\n{sampler.chat.tokenizer.decode(t.ids)}\n```\n")
     write_file(samples_path, "".join(text), "a")
+    viewer.write_viewer(os.path.dirname(samples_path))  # the same episodes as pictures: RUN_DIR/viewer.html
     metrics = rollout_metrics(trajectories, "eval")
     metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac",
                                        "eval/think_tokens", "eval/think_tokens_median", "eval/placeholder_thoughts",

@@ -3,6 +3,7 @@
     python ragen_mini.py --config config.yaml          # the paper's StarPO-S setup
     python ragen_mini.py --config configs/bandit.yaml  # offline, on a laptop CPU
     python ragen_mini.py --eval RUN_DIR eval.k=4       # a saved actor on the evaluation seeds, with pass@4
+    python ragen_mini.py --export ragen RUN_DIR        # the RAGEN command that reruns its settings on more GPUs
 
 One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
   1. ROLLOUT    P prompts (env seeds) x N samples; each trajectory is a multi-turn conversation: the model
@@ -39,6 +40,7 @@ from tqdm import tqdm
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AutoModelForCausalLM
 
+import export
 import plots
 import starpo
 import tiny
@@ -665,8 +667,13 @@ def main(argv=None):
                         help="speed benchmark: K iterations of a random-weight Qwen2.5-0.5B-shaped model, "
                              "fixed tokens per turn, one JSON line of timings per iteration")
     parser.add_argument("--bench-tokens", type=int, default=128, help="new tokens per turn in --bench")
+    parser.add_argument("--export", metavar="TARGET", help="print the command that reruns a run's settings (RUN_DIR, "
+                        "or --config FILE) in TARGET: ragen, RAGEN on verl for several GPUs (export.py)")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. env.name=frozenlake")
     args = parser.parse_args(argv)
+    if args.export:  # export.py reads the run folder or the config itself
+        raise SystemExit(export.main(["--to", args.export, *(["--config", args.config] if args.config else []),
+                                      *args.overrides]))
     if (args.resume or args.eval) and args.config:
         parser.error(f"--config {args.config} with --resume or --eval: a run keeps its own RUN_DIR/config.yaml; "
                      "give changes as section.key=value overrides")
