@@ -26,10 +26,11 @@ from rollout import LLMPolicy, play_episodes
 
 
 class CtrlC:
-    """The first Ctrl-C, or a SIGTERM or SIGHUP (what a cluster scheduler sends at the end of a job, and a closed
-    terminal), lets the current iteration finish, saves a checkpoint and stops the run (resuming then equals not
-    stopping); a second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others as they would
-    without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a shell reports it)."""
+    """The first Ctrl-C, or a SIGTERM or SIGHUP (what a cluster scheduler sends at the end of a job, and a
+    closed terminal), lets the current iteration finish, saves a checkpoint and stops the run (resuming then
+    equals not stopping); a second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others
+    as they would without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a
+    shell reports it)."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
@@ -44,7 +45,8 @@ class CtrlC:
         for other in self.SIGNALS:
             signal.signal(other, signal.default_int_handler if other == signal.SIGINT else signal.SIG_DFL)
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        tqdm.write(f"{name}: the run stops after this iteration, with a checkpoint. Ctrl-C again quits at once.")
+        tqdm.write(f"{name}: the run stops after this iteration, with a checkpoint. "
+                   "Ctrl-C again quits at once.")
 
     def __exit__(self, *exception):
         for signum, handler in self.previous.items():
@@ -99,17 +101,19 @@ def check_no_links(run_dir):
     for name in RUN_FILES:
         path = os.path.join(run_dir, name)
         if os.path.islink(path):
-            raise RunError(f"{path} is a symbolic link (to {os.readlink(path)}): a run writes its own files and "
-                           "never through a link. Remove the link, or choose another run_dir")
+            raise RunError(f"{path} is a symbolic link (to {os.readlink(path)}): a run writes its own files "
+                           "and never through a link. Remove the link, or choose another run_dir")
 
 
 def check_not_a_run(run_dir, overwrite):
     """A new run never starts over in a folder that holds another run's files, unless overwrite=true.
-    -> the names of those files, which the new run removes (remove_run_files) once it holds the folder's lock."""
+    -> the names of those files, which the new run removes (remove_run_files) once it holds the folder's
+    lock."""
     held = [name for name in RUN_FILES if os.path.lexists(os.path.join(run_dir, name))]
     if held and not overwrite:
-        raise RunError(f"run_dir={run_dir} already holds a run ({', '.join(held)}): continue it with python ragen_mini.py "
-                       f"--resume {run_dir}, choose another run_dir, or start over in it with overwrite=true")
+        raise RunError(f"run_dir={run_dir} already holds a run ({', '.join(held)}): continue it with "
+                       f"python ragen_mini.py --resume {run_dir}, choose another run_dir, or start over in "
+                       "it with overwrite=true")
     return held
 
 
@@ -120,8 +124,9 @@ def remove_run_files(run_dir, names):
 
 
 def open_run_folder(cfg, resume_dir):
-    """The run's folder, made if new (runs/<env>-<time> when run_dir is empty), refused if it holds another run
-    (unless overwrite=true, whose old files go once the lock is held), and locked. -> (run_dir, made here)."""
+    """The run's folder, made if new (runs/<env>-<time> when run_dir is empty), refused if it holds another
+    run (unless overwrite=true, whose old files go once the lock is held), and locked. -> (run_dir, made
+    here)."""
     made = not resume_dir and not (cfg.run_dir and os.path.exists(cfg.run_dir))
     run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
     os.makedirs(run_dir, exist_ok=True)
@@ -133,8 +138,10 @@ def open_run_folder(cfg, resume_dir):
 
 
 def discard_start(run_dir, made):
-    """A new run that failed before its first iteration: its files go, and the folder if this start made it."""
-    remove_run_files(run_dir, [name for name in (*RUN_FILES, "lock") if os.path.lexists(os.path.join(run_dir, name))])
+    """A new run that failed before its first iteration: its files go, and the folder if this start made
+    it."""
+    remove_run_files(run_dir, [name for name in (*RUN_FILES, "lock")
+                               if os.path.lexists(os.path.join(run_dir, name))])
     if made:
         with contextlib.suppress(OSError):
             os.rmdir(run_dir)
@@ -142,7 +149,8 @@ def discard_start(run_dir, made):
 
 def take_lock(run_dir):
     """RUN_DIR/lock holds the process id of the run that writes there: a second process is refused while the
-    first lives; a lock left by a process that has ended (a crash, a kill) is taken over. release_lock ends it."""
+    first lives; a lock left by a process that has ended (a crash, a kill) is taken over. release_lock ends
+    it."""
     path = os.path.join(run_dir, "lock")
     while True:
         try:
@@ -156,8 +164,8 @@ def take_lock(run_dir):
             except (OSError, ValueError):
                 owner = 0
             if owner and owner != os.getpid() and process_lives(owner):
-                raise RunError(f"{run_dir} is in use by another run (process {owner}): wait for it to end, or "
-                               "choose another run_dir") from None
+                raise RunError(f"{run_dir} is in use by another run (process {owner}): wait for it to end, "
+                               "or choose another run_dir") from None
             os.remove(path)  # the owner has ended: the lock is stale
 
 
@@ -182,7 +190,8 @@ def check_finite_weights(model, folder):
     for name, parameter in model.named_parameters():
         if not torch.isfinite(parameter).all():
             raise RunError(f"{folder}/model.safetensors is damaged: weight {name} holds NaN or inf; this "
-                           "checkpoint cannot be resumed. Start the run again, or resume from an earlier copy.")
+                           "checkpoint cannot be resumed. Start the run again, "
+                           "or resume from an earlier copy.")
 
 
 def load_state(run_dir):
@@ -194,7 +203,8 @@ def load_state(run_dir):
         return torch.load(path, weights_only=True)
     except Exception as error:  # pickle, zip and torch errors alike: the file is not what torch.save wrote
         raise RunError(f"--resume {run_dir}: {path} is damaged ({type(error).__name__}: "
-                       f"{str(error).splitlines()[0] if str(error) else ''}); this checkpoint cannot be resumed") from None
+                       f"{str(error).splitlines()[0] if str(error) else ''}); "
+                       "this checkpoint cannot be resumed") from None
 
 
 def latest_checkpoint(run_dir):
@@ -213,10 +223,11 @@ def save_failed(run_dir, path, error):
     """The message for a checkpoint that could not be written; the previous one is still in place."""
     free_mb = shutil.disk_usage(run_dir).free / 2**20
     latest = latest_checkpoint(run_dir)
-    return RunError(f"cannot save the checkpoint into {path} ({str(error).splitlines()[0]}). {free_mb:.0f} MB are "
-                    "free on that disk: a full disk is the usual cause. "
+    return RunError(f"cannot save the checkpoint into {path} ({str(error).splitlines()[0]}). "
+                    f"{free_mb:.0f} MB are free on that disk: a full disk is the usual cause. "
                     + (f"The last complete checkpoint is {latest}: free some space, then continue with "
-                       f"python ragen_mini.py --resume {run_dir}" if latest else "No complete checkpoint was saved yet."))
+                       f"python ragen_mini.py --resume {run_dir}" if latest
+                       else "No complete checkpoint was saved yet."))
 
 
 def describe_os_error(error):
@@ -227,12 +238,14 @@ def describe_os_error(error):
               errno.EACCES: "Choose a folder you may write (run_dir=...), or change its permissions.",
               errno.EPERM: "Choose a folder you may write (run_dir=...), or change its permissions.",
               errno.EROFS: "That disk is read-only: choose another run_dir=..."}
-    message = f"error: {where}{error.strerror or error}. {advice.get(error.errno, 'Check that path, or choose another run_dir=...')}"
+    message = (f"error: {where}{error.strerror or error}. "
+               f"{advice.get(error.errno, 'Check that path, or choose another run_dir=...')}")
     folder = os.path.dirname(str(error.filename or ""))
     for run_dir in (folder, os.path.dirname(folder)):  # the run folder, or the folder above a file in it
         latest = latest_checkpoint(run_dir) if run_dir else None
         if latest:
-            return f"{message} The last complete checkpoint is {latest}; continue with python ragen_mini.py --resume {run_dir}"
+            return (f"{message} The last complete checkpoint is {latest}; "
+                    f"continue with python ragen_mini.py --resume {run_dir}")
     return message
 
 
@@ -259,7 +272,8 @@ def drop_after_checkpoint(run_dir, iteration):
             sections = re.split(r"(?=\n# Evaluation )", f.read())  # "\n# Evaluation at iteration 10\n" ...
         later = [re.match(r"\n# Evaluation at iteration (\d+)\n", section) for section in sections]
         with open(samples, "w") as f:
-            f.writelines(section for section, match in zip(sections, later) if not match or int(match[1]) <= iteration)
+            f.writelines(section for section, match in zip(sections, later)
+                         if not match or int(match[1]) <= iteration)
 
 
 def run_summary(run_dir, seconds):
@@ -269,25 +283,28 @@ def run_summary(run_dir, seconds):
     lines = [f"done: {rows[-1]['iteration'] if rows else 0} iterations in {seconds / 60:.1f} min of training"]
     if evals:
         best = max(evals, key=lambda e: e[1])
-        lines.append(f"eval success: {evals[0][1]:.3f} at iteration {evals[0][0]}, {evals[-1][1]:.3f} at the end "
-                     f"(iteration {evals[-1][0]}), best {best[1]:.3f} (iteration {best[0]})")
+        lines.append(f"eval success: {evals[0][1]:.3f} at iteration {evals[0][0]}, {evals[-1][1]:.3f} at the "
+                     f"end (iteration {evals[-1][0]}), best {best[1]:.3f} (iteration {best[0]})")
     timings = ("perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/decode_steps", "perf/logprob_s",
                "perf/update_s")
     # iteration 1 compiles and warms up; rows written by older code (a resumed run) may lack a timing
     timed = [row for row in rows if row["iteration"] >= 2 and all(key in row for key in timings)]
     if timed:
         median = {key: float(np.median([row[key] for row in timed])) for key in timings}
-        host = float(np.median([row["perf/rollout_s"] - row["perf/generate_s"] for row in timed]))  # not a difference of medians
-        lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = rollout "
-                     f"{median['perf/rollout_s']:.2f} s (generation {median['perf/generate_s']:.2f} s in "
-                     f"{median['perf/decode_steps']:.0f} decoding steps, envs and "
-                     f"tokenizer {host:.2f} s) + scoring "
-                     f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, evaluations apart")
+        # not a difference of medians
+        host = float(np.median([row["perf/rollout_s"] - row["perf/generate_s"] for row in timed]))
+        lines.append(f"time per iteration (median after the first): {median['perf/iteration_s']:.2f} s = "
+                     f"rollout {median['perf/rollout_s']:.2f} s (generation "
+                     f"{median['perf/generate_s']:.2f} s in {median['perf/decode_steps']:.0f} "
+                     f"decoding steps, envs and tokenizer {host:.2f} s) + scoring "
+                     f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, "
+                     "evaluations apart")
     lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")
     latest = latest_checkpoint(run_dir)
     if latest:
         lines.append(f"checkpoint: {latest}; "
-                     f"continue with: python ragen_mini.py --resume {run_dir} (train.iterations=N to go past the end)")
+                     f"continue with: python ragen_mini.py --resume {run_dir} "
+                     "(train.iterations=N to go past the end)")
     return "\n".join(lines)
 
 
@@ -305,8 +322,8 @@ def new_run_dir(env_name):
 
 
 def write_file(path, text, mode="w"):
-    """Write (mode "w") or append ("a") text. A full disk fails at the file's close, with an OSError that names
-    no file: this one names it, and a file this call created is removed, not left empty."""
+    """Write (mode "w") or append ("a") text. A full disk fails at the file's close, with an OSError that
+    names no file: this one names it, and a file this call created is removed, not left empty."""
     existed = os.path.exists(path)
     try:
         with open(path, mode, encoding="utf-8") as f:
@@ -336,27 +353,32 @@ def rollout_metrics(trajectories, prefix):
             f"{prefix}/actions_mean": float(np.mean([t.num_actions for t in trajectories])),
             f"{prefix}/response_tokens": float(np.mean([t.response_tokens for t in trajectories])),
             f"{prefix}/think_tokens": float(np.mean([t.think_tokens for t in trajectories])),
-            f"{prefix}/valid_action_frac": float(np.mean([turn.format_ok for turn in turns])) if turns else 0.0,
+            f"{prefix}/valid_action_frac": float(np.mean([turn.format_ok for turn in turns]))
+            if turns else 0.0,
             f"{prefix}/effective_action_frac": sum(t.num_effective for t in trajectories)
             / max(1, sum(t.num_actions for t in trajectories)),
-            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g) for g in groups.values()])),
+            f"{prefix}/distinct_response_frac": float(np.mean([len(set(g)) / len(g)
+                                                               for g in groups.values()])),
             **thought_metrics(trajectories, turns, prefix)}
 
 
-PLACEHOLDER = "[your thoughts]"  # the format line's placeholder: a thought holding it is a copy, not a thought
+# the format line's placeholder: a thought holding it is a copy, not a thought
+PLACEHOLDER = "[your thoughts]"
 
 
 def thought_metrics(trajectories, turns, prefix):
     """What the <think> texts say: think_tokens_median (over turns), placeholder_thoughts (the share of turns
-    whose thought copies the prompt's "[Your thoughts]") and distinct_thoughts: the share of distinct first-turn
-    thoughts across different seeds, one per seed. Different states with one thought is the Echo Trap's
-    template; distinct_response_frac, within a group, is one state's N samples."""
+    whose thought copies the prompt's "[Your thoughts]") and distinct_thoughts: the share of distinct
+    first-turn thoughts across different seeds, one per seed. Different states with one thought is the Echo
+    Trap's template; distinct_response_frac, within a group, is one state's N samples."""
     first = {}
     for t in trajectories:
         if t.turns:
             first.setdefault(t.seed, t.turns[0].think)
-    return {f"{prefix}/think_tokens_median": float(np.median([turn.think_tokens for turn in turns])) if turns else 0.0,
-            f"{prefix}/placeholder_thoughts": float(np.mean([PLACEHOLDER in turn.think.lower() for turn in turns]))
+    return {f"{prefix}/think_tokens_median": float(np.median([turn.think_tokens for turn in turns]))
+            if turns else 0.0,
+            f"{prefix}/placeholder_thoughts": float(np.mean([PLACEHOLDER in turn.think.lower()
+                                                             for turn in turns]))
             if turns else 0.0,
             f"{prefix}/distinct_thoughts": len(set(first.values())) / max(1, len(first))}
 
@@ -368,8 +390,8 @@ def report_zero_signal(metrics, since):
     iteration = metrics["iteration"]
     if metrics["rollout/zero_signal"] and since is None:
         tqdm.write(f"iteration {iteration}: within every group all rewards are equal (valid-answer fraction "
-                   f"{metrics['rollout/valid_action_frac']:.2f}): nothing to learn from. If the model never answers "
-                   "in the format, give it a format warm-up (warmup.steps).")
+                   f"{metrics['rollout/valid_action_frac']:.2f}): nothing to learn from. If the model never "
+                   "answers in the format, give it a format warm-up (warmup.steps).")
         return iteration
     if not metrics["rollout/zero_signal"] and since is not None:
         stretch = iteration - since
@@ -380,7 +402,8 @@ def report_zero_signal(metrics, since):
 
 
 def group_reward_std(rewards, group_ids):
-    """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a collapse)."""
+    """Mean over groups of the in-group reward std: the paper's uncertainty signal (it drops before a
+    collapse)."""
     return float(starpo.group_stats(rewards, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
@@ -398,18 +421,21 @@ def evaluate(sampler, cfg, title, samples_path):
     with torch.random.fork_rng():
         for start in tqdm(range(0, len(seeds), chunk), desc=title.lower(), leave=False, unit="batch"):
             part = seeds[start:start + chunk]
-            trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg, part, part)
+            trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg,
+                                          part, part)
     text = [f"\n# {title}\n"]  # read these to see the echo trap happen
     for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
         text.append(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
-        text += [f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} (format ok: {turn.format_ok}), "
-                 f"reward {turn.reward:g}\n" for k, turn in enumerate(t.turns, 1)]
+        text += [f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} "
+                 f"(format ok: {turn.format_ok}), reward {turn.reward:g}\n"
+                 for k, turn in enumerate(t.turns, 1)]
         text.append(f"\n```\n{sampler.chat.tokenizer.decode(t.ids)}\n```\n")
     write_file(samples_path, "".join(text), "a")
     viewer.write_viewer(os.path.dirname(samples_path))  # the same episodes as pictures: RUN_DIR/viewer.html
     metrics = rollout_metrics(trajectories, "eval")
-    metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean", "eval/valid_action_frac",
-                                       "eval/think_tokens", "eval/think_tokens_median", "eval/placeholder_thoughts",
+    metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean",
+                                       "eval/valid_action_frac", "eval/think_tokens",
+                                       "eval/think_tokens_median", "eval/placeholder_thoughts",
                                        "eval/distinct_thoughts")}
     if cfg.eval.k > 1:
         solved = {}
@@ -438,9 +464,11 @@ def save_checkpoint(run, iteration):
                             critic=run.critic.state_dict() if run.critic is not None else None,
                             optimizers={name: opt.state_dict() for name, opt in run.optimizers.items()},
                             rng=dict(numpy=run.seed_rng.bit_generator.state, torch=torch.get_rng_state(),
-                                     cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                                     cuda=(torch.cuda.get_rng_state_all() if torch.cuda.is_available()
+                                           else None),
                                      generator=run.generator.get_state())), os.path.join(tmp, "state.pt"))
-        except Exception as error:  # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
+        # a full disk: OSError, torch.save's RuntimeError or safetensors' own error
+        except Exception as error:
             shutil.rmtree(tmp, ignore_errors=True)
             raise save_failed(run.run_dir, tmp, error) from None
         if os.path.isdir(path):  # swap in only a complete checkpoint
@@ -455,7 +483,8 @@ def held_signals():
     block ends, through the handler that was there before (a handler of our own, not a blocked signal mask,
     since the OS may hand a signal to any of torch's threads)."""
     came = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: came.append(signum)) for signum in CtrlC.SIGNALS}
+    previous = {signum: signal.signal(signum, lambda signum, frame: came.append(signum))
+                for signum in CtrlC.SIGNALS}
     try:
         yield
     finally:
@@ -468,7 +497,8 @@ def held_signals():
 def recover_checkpoint(run_dir):
     """Mend what a save killed between its two renames leaves behind: no RUN_DIR/checkpoint, but a complete
     checkpoint.tmp (the newer, written in full before the renames) or checkpoint.old, which becomes the
-    checkpoint. A copy is complete when its state.pt, written last, is a whole zip. -> what was done, or None."""
+    checkpoint. A copy is complete when its state.pt, written last, is a whole zip. -> what was done, or
+    None."""
     path = os.path.join(run_dir, "checkpoint")
     if os.path.lexists(path):
         return None
@@ -476,5 +506,6 @@ def recover_checkpoint(run_dir):
         state = os.path.join(candidate, "state.pt")
         if not os.path.islink(candidate) and os.path.isfile(state) and zipfile.is_zipfile(state):
             os.rename(candidate, path)
-            return f"{run_dir}: the last save was cut short; its complete copy {os.path.basename(candidate)} is the checkpoint now"
+            return (f"{run_dir}: the last save was cut short; its complete copy "
+                    f"{os.path.basename(candidate)} is the checkpoint now")
     return None

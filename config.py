@@ -26,8 +26,8 @@ class ConfigError(ValueError):
 
 
 def collect(errors, call, *args):
-    """Run call(*args), adding a ConfigError's message to ERRORS instead of stopping: all of a config's problems
-    are said in one pass, not one per start."""
+    """Run call(*args), adding a ConfigError's message to ERRORS instead of stopping: all of a config's
+    problems are said in one pass, not one per start."""
     try:
         return call(*args)
     except ConfigError as error:
@@ -48,15 +48,19 @@ def raise_all(errors):
 # a typo (temperature 1e-300 turns logits into inf, a learning rate of 1e30 into NaN, 1e9 groups into a hang).
 RANGES = {
     "seed": (0, 2**32 - 1), "env.max_turns": (1, 1000), "env.max_actions_per_turn": (1, 100),
-    "env.max_actions": (1, 10_000), "env.format_penalty": (-10.0, 0.0), "model.tokenizer_vocab": (16, 1_000_000),
+    "env.max_actions": (1, 10_000), "env.format_penalty": (-10.0, 0.0),
+    "model.tokenizer_vocab": (16, 1_000_000),
     "rollout.groups": (1, 4096), "rollout.group_size": (1, 1024), "rollout.temperature": (0.01, 10.0),
     "rollout.max_new_tokens": (1, 32_768), "rollout.stated_max_tokens": (1, 32_768),
-    "rollout.min_new_tokens": (0, 32_768), "rollout.max_context": (2, 1_048_576), "rollout.mi_groups": (0, 1024),
-    "algo.gamma": (0.0, 1.0), "algo.lam": (0.0, 1.0), "algo.filter_ratio": (0.001, 1.0), "algo.kl_coef": (0.0, 100.0),
+    "rollout.min_new_tokens": (0, 32_768), "rollout.max_context": (2, 1_048_576),
+    "rollout.mi_groups": (0, 1024),
+    "algo.gamma": (0.0, 1.0), "algo.lam": (0.0, 1.0), "algo.filter_ratio": (0.001, 1.0),
+    "algo.kl_coef": (0.0, 100.0),
     "algo.clip_low": (0.0, 1.0), "algo.clip_high": (0.0, 10.0), "algo.dual_clip": (0.0, 100.0),
     "algo.entropy_coef": (0.0, 10.0), "algo.value_clip": (0.0, 1e6), "algo.ppo_epochs": (1, 100),
     "algo.mini_batch_size": (1, 1_000_000), "algo.micro_batch_size": (1, 1_000_000),
-    "algo.micro_batch_tokens": (0, 100_000_000), "algo.logits_chunk": (1, 10_000_000), "algo.actor_lr": (1e-12, 1.0),
+    "algo.micro_batch_tokens": (0, 100_000_000), "algo.logits_chunk": (1, 10_000_000),
+    "algo.actor_lr": (1e-12, 1.0),
     "algo.critic_lr": (1e-12, 1.0), "algo.weight_decay": (0.0, 10.0), "algo.grad_clip": (1e-8, 1e6),
     "train.iterations": (0, 10_000_000), "train.time_limit_min": (0.0, 1e6), "eval.every": (0, 10_000_000),
     "eval.num_seeds": (1, 1_000_000), "eval.seed_offset": (1, 2**32 - 1), "eval.temperature": (0.0, 10.0),
@@ -75,8 +79,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ConfigError(f"'{key}' is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}); "
-                                  "keep one")
+                raise ConfigError(f"'{key}' is given twice (lines {seen[key] + 1} and "
+                                  f"{key_node.start_mark.line + 1}); keep one")
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
@@ -95,7 +99,8 @@ def _set_key(cfg, schema, dotted, value, source):
             valid = sorted(_flat_keys(schema))
             hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
             raise ConfigError(f"{source}: unknown config key '{dotted}'"
-                              + (f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(valid)}"))
+                              + (f"; did you mean '{hint[0]}'?" if hint
+                                 else f"; valid keys: {', '.join(valid)}"))
         if part != key:
             node, spec = node[part], spec[part]
     default = spec[key]
@@ -153,29 +158,30 @@ def load_config(path=None, overrides=()):
     return cfg
 
 
-FIXED_IN_A_RUN = ("algo.estimator", "model.name", "model.critic", "model.tokenizer_vocab")  # what the checkpoint holds
+# what the checkpoint holds
+FIXED_IN_A_RUN = ("algo.estimator", "model.name", "model.critic", "model.tokenizer_vocab")
 
 
 def load_run_config(run_dir, overrides=()):
-    """The config of a run folder for --resume or --eval: RUN_DIR/config.yaml must hold every key (a run writes
-    all of them; an emptied or cut file would quietly fall back to the defaults), and the overrides may not
-    change what the checkpoint was built with."""
+    """The config of a run folder for --resume or --eval: RUN_DIR/config.yaml must hold every key (a run
+    writes all of them; an emptied or cut file would quietly fall back to the defaults), and the overrides may
+    not change what the checkpoint was built with."""
     path = os.path.join(run_dir, "config.yaml")
     saved = read_config_file(path)
     missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)))
     if missing:
-        raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run writes "
-                          "its whole config there, so this file was emptied, cut or edited. Put back the run's "
-                          "config.yaml, or start a new run")
+        raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run "
+                          "writes its whole config there, so this file was emptied, cut or edited. Put back "
+                          "the run's config.yaml, or start a new run")
     try:
         cfg, before = load_config(path, overrides), load_config(path)
     except ConfigError as error:  # a value out of range says which file it came from
         raise ConfigError(str(error) if path in str(error) else f"{path}: {error}") from None
     for key in _flat_keys(cfg):
         if key in FIXED_IN_A_RUN and _get(cfg, key) != _get(before, key):
-            raise ConfigError(f"{key}={_get(cfg, key)!r}: this run was trained with {_get(before, key)!r}, and its "
-                              "checkpoint holds that setup's state (a critic or none, the model's weights). Start "
-                              "a new run to change it")
+            raise ConfigError(f"{key}={_get(cfg, key)!r}: this run was trained with "
+                              f"{_get(before, key)!r}, and its checkpoint holds that setup's state (a critic "
+                              "or none, the model's weights). Start a new run to change it")
     return cfg
 
 
@@ -227,16 +233,19 @@ def check_config(cfg):
         if isinstance(value, float) and not math.isfinite(value):
             errors.append(f"{key}={value}: give a finite number")
         elif key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
-            errors.append(f"{key}={value} is out of range: give a value from {RANGES[key][0]} to {RANGES[key][1]}")
+            errors.append(f"{key}={value} is out of range: give a value from {RANGES[key][0]} to "
+                          f"{RANGES[key][1]}")
         else:
             continue
         unsound.add(key)
     rules = [
         (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
         (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
-        (a["loss_agg"] in ("token-mean", "micro-batch-mean"), "algo.loss_agg must be token-mean or micro-batch-mean"),
+        (a["loss_agg"] in ("token-mean", "micro-batch-mean"),
+         "algo.loss_agg must be token-mean or micro-batch-mean"),
         (a["grpo_kl"] in ("k1", "k3"), "algo.grpo_kl must be k1 or k3"),
-        (a["train_tokens"] in ("sampled", "after_system"), "algo.train_tokens must be sampled or after_system"),
+        (a["train_tokens"] in ("sampled", "after_system"),
+         "algo.train_tokens must be sampled or after_system"),
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
         (r["cache"] in ("auto", "dynamic", "static"), "rollout.cache must be auto, dynamic or static"),
         (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
@@ -246,14 +255,16 @@ def check_config(cfg):
         (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
         (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
         (cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
-        (r["mi_groups"] == 0 or r["mi_groups"] >= 2, "rollout.mi_groups must be 0 (off) or >= 2 (prompts to compare)"),
+        (r["mi_groups"] == 0 or r["mi_groups"] >= 2,
+         "rollout.mi_groups must be 0 (off) or >= 2 (prompts to compare)"),
         (cfg["warmup"]["thought_loss"] or not cfg["warmup"]["env_text"],
          "warmup.env_text=true trains on every token after the first answer, thoughts included: it needs "
          "warmup.thought_loss=true"),
         # training seeds are drawn from [0, seed_offset), evaluation seeds are seed_offset + i
         (e["seed_offset"] + e["num_seeds"] <= 2**32,
-         "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + eval.num_seeds "
-         "at most 2**32; the default 1000000 keeps evaluation puzzles apart from training ones"),
+         "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + "
+         "eval.num_seeds at most 2**32; the default 1000000 keeps evaluation puzzles apart from training "
+         "ones"),
     ]
     errors += [message for ok, message in rules if not ok]
     collect(errors, check_run_dir, cfg["run_dir"])
@@ -264,8 +275,8 @@ def check_config(cfg):
     if not unsound & {"algo.filter_ratio", "rollout.groups", "rollout.group_size", "algo.mini_batch_size"}:
         kept = max(1, int(a["filter_ratio"] * r["groups"])) * r["group_size"]
         if a["mini_batch_size"] > kept:
-            errors.append(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept per "
-                          "iteration (groups x group_size x filter_ratio)")
+            errors.append(f"algo.mini_batch_size={a['mini_batch_size']} exceeds the {kept} trajectories kept "
+                          "per iteration (groups x group_size x filter_ratio)")
     raise_all(errors)
 
 
@@ -289,7 +300,8 @@ def check_env(cfg):
 
 
 def check_run_dir(path):
-    """A run_dir that names a file, or lies under one, cannot become a folder: say so before the model loads."""
+    """A run_dir that names a file, or lies under one, cannot become a folder: say so before the model
+    loads."""
     if not path:
         return
     parent = os.path.abspath(path)
@@ -309,4 +321,5 @@ def new_env(cfg):
     """The configured env; Bandit has no action budget (one pull ends it) and no grid."""
     if cfg.env.name == "bandit":
         return make_env("bandit", **cfg.env.kwargs)
-    return make_env(cfg.env.name, max_actions=cfg.env.max_actions, spaced_grid=cfg.env.spaced_grid, **cfg.env.kwargs)
+    return make_env(cfg.env.name, max_actions=cfg.env.max_actions, spaced_grid=cfg.env.spaced_grid,
+                    **cfg.env.kwargs)

@@ -33,11 +33,15 @@ def unsupported(model):
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if config.model_type not in ("llama", "qwen2"):
-        return f"its model type is {config.model_type}, and the static decoder runs llama and qwen2 models only"
-    if getattr(config, "use_sliding_window", False) or set(getattr(config, "layer_types", None) or []) - {"full_attention"}:
+        return (f"its model type is {config.model_type}, and the static decoder runs llama and qwen2 "
+                "models only")
+    if getattr(config, "use_sliding_window", False) or (set(getattr(config, "layer_types", None) or [])
+                                                        - {"full_attention"}):
         return "it uses sliding-window attention, which the static decoder does not"
-    if rope_type not in ("default", "linear", "llama3", "yarn"):  # dynamic and longrope change with the context length
-        return f"its RoPE type {rope_type} is not one the static decoder follows (default, linear, llama3, yarn)"
+    # dynamic and longrope change with the context length
+    if rope_type not in ("default", "linear", "llama3", "yarn"):
+        return (f"its RoPE type {rope_type} is not one the static decoder follows "
+                "(default, linear, llama3, yarn)")
     return None
 
 
@@ -46,10 +50,13 @@ def use_static_decoder(model, cfg, device):
     GPU for a model it runs; dynamic, or auto otherwise -> False (transformers' generate)."""
     reason = unsupported(model)
     if cfg.rollout.cache == "static" and reason:
-        raise SystemExit(f"error: rollout.cache=static cannot run model.name={cfg.model.name}: {reason}; use auto or dynamic")
+        raise SystemExit(f"error: rollout.cache=static cannot run model.name={cfg.model.name}: {reason}; "
+                         "use auto or dynamic")
     if cfg.rollout.cache == "auto" and device.type == "cuda" and reason:
-        print(f"note: model.name={cfg.model.name}: {reason}; the rollout samples with generate(), several times slower")
-    return cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda" and not reason)
+        print(f"note: model.name={cfg.model.name}: {reason}; the rollout samples with generate(), "
+              "several times slower")
+    return cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda"
+                                             and not reason)
 
 
 class Fused(NamedTuple):
@@ -69,7 +76,8 @@ def fuse(linears):
     What gives the parameters new memory afterwards (model.to(), load_state_dict(assign=True)) unlinks
     them from a decoder built before: build the decoder after such calls.
     -> (weight (sum of out_features, in_features), bias or None)"""
-    return fused_tensor([linear.weight for linear in linears]), fused_tensor([linear.bias for linear in linears])
+    return (fused_tensor([linear.weight for linear in linears]),
+            fused_tensor([linear.bias for linear in linears]))
 
 
 def fused_tensor(params):
@@ -77,9 +85,12 @@ def fused_tensor(params):
     if params[0] is None:
         return None
     sizes, memory = [len(p) for p in params], params[0].untyped_storage()
-    if memory.nbytes() == sum(sizes) * params[0][0].nbytes:  # the first param's memory has room for all: fused already?
-        whole = params[0].new_empty(0).set_(memory, 0, (sum(sizes), *params[0].shape[1:]))  # that memory as one tensor
-        if all(p.data_ptr() == part.data_ptr() for p, part in zip(params, whole.split(sizes))):  # each block where it belongs
+    # the first param's memory has room for all: fused already?
+    if memory.nbytes() == sum(sizes) * params[0][0].nbytes:
+        # that memory as one tensor
+        whole = params[0].new_empty(0).set_(memory, 0, (sum(sizes), *params[0].shape[1:]))
+        # each block where it belongs
+        if all(p.data_ptr() == part.data_ptr() for p, part in zip(params, whole.split(sizes))):
             return whole
     with torch.no_grad():
         fused = torch.cat(params)
@@ -123,7 +134,8 @@ def attention(q, keys, values, visible, scale):
     tensor([[[1., 1.]]])
     """
     B, H, W, d = q.shape
-    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale, enable_gqa=True)  # (B, H, W, d)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale,
+                                         enable_gqa=True)  # (B, H, W, d)
     return out.transpose(1, 2).reshape(B, W, H * d)
 
 
@@ -143,8 +155,8 @@ def forward(model, fused, keys, values, ids, positions, slots, mask, window, run
     # A token sees the real tokens up to its own slot, and always itself: a left-padding token of a
     # first turn has no real token before it, and a softmax over no slot is NaN, which would spread
     # through the cache (0 x NaN is NaN). What padding tokens compute is never read.
-    real = mask[:, None, None, :window].bool()                                                      # (B, 1, 1, window)
-    visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])             # (B, 1, W, window)
+    real = mask[:, None, None, :window].bool()                                            # (B, 1, 1, window)
+    visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])  # (B, 1, W, window)
     run_layer = run_layer or decoder_layer
     for layer, products, k_cache, v_cache in zip(body.layers, fused, keys, values):
         x = run_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible)
@@ -160,16 +172,19 @@ def decoder_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible
     B, W, _ = x.shape
     H, G, d = config.num_attention_heads, config.num_key_value_heads, attn.head_dim
     window = visible.shape[-1]
-    q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight, products.qkv_bias).split([H * d, G * d, G * d], -1)
+    q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight,
+                       products.qkv_bias).split([H * d, G * d, G * d], -1)
     q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
     k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
     v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
     x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
-    gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight, products.gate_up_bias).chunk(2, -1)
+    gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight,
+                        products.gate_up_bias).chunk(2, -1)
     return x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
 
 
-def decoding_step(model, fused, keys, values, token, position, slot, mask, window, temperature, stop_ids, allow_eos):
+def decoding_step(model, fused, keys, values, token, position, slot, mask, window, temperature, stop_ids,
+                  allow_eos):
     """One token for every row: forward one position through the KV cache, then sample; all on the GPU."""
     logits = forward(model, fused, keys, values, token, position, slot, mask, window).float()  # (B, V)
     return sample(logits, temperature, stop_ids, allow_eos)
@@ -214,7 +229,8 @@ def two_stage_race(scores):
     blocks = F.pad(scores, (0, count * size - V), value=float("-inf")).view(B, count, size)  # (B, count, S)
     top = blocks.amax(-1, keepdim=True)  # (B, count, 1): exp(scores - top) cannot overflow
     top = top.masked_fill(top == float("-inf"), 0.0)  # a block of barred tokens has weight 0, not NaN
-    log_weight = top[..., 0] + (blocks - top).exp().sum(-1).log()  # (B, count): log sum(exp(scores)) per block
+    # (B, count): log sum(exp(scores)) per block
+    log_weight = top[..., 0] + (blocks - top).exp().sum(-1).log()
     block = race(log_weight)                                         # (B,)
     return block * size + race(blocks[torch.arange(B, device=scores.device), block])  # a token of that block
 
@@ -255,11 +271,13 @@ class StaticDecoder:
         self.slots = cfg.rollout.max_context
         device, config, reason = model.device, model.config, unsupported(model)
         if reason:
-            raise ValueError(f"rollout.cache=static cannot run this model: {reason}; use rollout.cache=dynamic")
+            raise ValueError(f"rollout.cache=static cannot run this model: {reason}; "
+                             "use rollout.cache=dynamic")
         self.fused = []  # a Fused per layer
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            self.fused.append(Fused(*fuse([attn.q_proj, attn.k_proj, attn.v_proj]), *fuse([mlp.gate_proj, mlp.up_proj])))
+            self.fused.append(Fused(*fuse([attn.q_proj, attn.k_proj, attn.v_proj]),
+                                    *fuse([mlp.gate_proj, mlp.up_proj])))
         # One tensor per layer, not one for all: the compiled step writes into its inputs in place, where it
         # would copy each written slice of one big input whole and back.
         # One slot more than any window reads (the last, never used): a window of every slot would be a slice
@@ -267,17 +285,21 @@ class StaticDecoder:
         # more in the middle of a run.
         L = self.slots + 1
         shape = (batch_size, config.num_key_value_heads, L, model.model.layers[0].self_attn.head_dim)
-        self.keys = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]    # (B, G, L, d) each
-        self.values = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.model.layers]  # (B, G, L, d) each
+        self.keys = [torch.zeros(shape, dtype=model.dtype, device=device)
+                     for _ in model.model.layers]    # (B, G, L, d) each
+        self.values = [torch.zeros(shape, dtype=model.dtype, device=device)
+                       for _ in model.model.layers]  # (B, G, L, d) each
         self.mask = torch.zeros((batch_size, L), dtype=torch.long, device=device)  # (B, L) 1 = real token
         self.held = [None] * batch_size  # per row: the real tokens in its slots; None = not reusable
         self.next_slot = 0               # the first empty slot, the same in every row
         # What a decoding block reads and writes in place (a CUDA graph replays on fixed addresses):
         self.stop_ids = torch.tensor(stop_ids, device=device)                     # (S,)
         self.token = torch.zeros(batch_size, dtype=torch.long, device=device)     # (B,) sampled, not yet fed
-        self.position = torch.zeros((batch_size, 1), dtype=torch.long, device=device)  # (B, 1) its position id
+        # (B, 1) its position id
+        self.position = torch.zeros((batch_size, 1), dtype=torch.long, device=device)
         self.slot = torch.zeros(1, dtype=torch.long, device=device)               # (1,) its cache slot
-        self.finished = torch.ones(batch_size, dtype=torch.bool, device=device)   # (B,) True = emits padding now
+        # (B,) True = emits padding now
+        self.finished = torch.ones(batch_size, dtype=torch.bool, device=device)
         self.sampled = torch.zeros((), dtype=torch.long, device=device)           # tokens sampled this turn
         self.temperature = torch.ones((), device=device)  # a tensor: a float would be compiled into the step
         self.block_out = torch.zeros((batch_size, CHECK_EVERY), dtype=torch.long, device=device)  # (B, 8)
@@ -288,7 +310,8 @@ class StaticDecoder:
         # the products (norms, rotary embedding, residuals) that eager runs op by op.
         self.prefill_layer = torch.compile(decoder_layer, dynamic=True) if device.type == "cuda" else None
         self.graphs = {}  # (window, greedy, size) -> the CUDA graph of a block of that many steps
-        # One scratch memory for all graphs: blocks never run at once, and none leaves a tensor of its own behind.
+        # One scratch memory for all graphs: blocks never run at once, and none leaves a tensor of its own
+        # behind.
         self.pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
 
     @torch.no_grad()
@@ -323,9 +346,11 @@ class StaticDecoder:
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))
 
     def width(self, new):
-        """The prefill's width: the longest row of new tokens rounded up to PREFILL_STEP, while a reply still fits."""
+        """The prefill's width: the longest row of new tokens rounded up to PREFILL_STEP, while a reply still
+        fits."""
         longest = max(map(len, new))
-        return max(longest, min(rounded_up(longest, PREFILL_STEP), self.slots - self.cfg.rollout.max_new_tokens))
+        return max(longest, min(rounded_up(longest, PREFILL_STEP),
+                                self.slots - self.cfg.rollout.max_new_tokens))
 
     def feed(self, new):
         """Prefill: the new tokens of every row, left-padded into one block of slots after the used ones,
@@ -340,7 +365,8 @@ class StaticDecoder:
         width = self.width(new)
         ids, block_mask = (x.to(device) for x in left_pad(new, self.pad_id, width))  # (B, W)
         self.mask[:, start:start + width] = block_mask
-        before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]  # (B, 1) real tokens so far
+        # (B, 1) real tokens so far
+        before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
         slots = torch.arange(start, start + width, device=device)  # (W,)
         window = min(self.slots, rounded_up(start + width, WINDOW_STEP))
@@ -364,7 +390,8 @@ class StaticDecoder:
         self.sampled.fill_(0)
         # The first token comes from the prefill's logits; then blocks, so that the host checks whether
         # every row has stopped after every CHECK_EVERY tokens.
-        token = sample(logits, 0 if greedy else self.temperature, self.stop_ids, self.sampled >= cfg.min_new_tokens)
+        token = sample(logits, 0 if greedy else self.temperature, self.stop_ids,
+                       self.sampled >= cfg.min_new_tokens)
         out, steps = [self.emit(token)[:, None]], 1
         while steps < cfg.max_new_tokens:
             size = min(CHECK_EVERY - steps % CHECK_EVERY, cfg.max_new_tokens - steps)
@@ -421,5 +448,6 @@ class StaticDecoder:
         live = set(rows)
         self.held = [h if row in live else None for row, h in enumerate(self.held)]  # spare rows decoded junk
         slots = torch.arange(fed, device=out.device)
-        self.mask[:, start:start + fed] = (slots[None, :] < torch.tensor(kept, device=out.device)[:, None]).long()
+        self.mask[:, start:start + fed] = (slots[None, :]
+                                           < torch.tensor(kept, device=out.device)[:, None]).long()
         self.next_slot = start + fed

@@ -12,7 +12,8 @@ results/findings/findingN.md (and the screen). Findings 1, 4 and 5 share the Sok
 them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same evaluation
 seeds each time), kept as thoughts.json by --keep:
 
-    python findings.py --keep runs/findings/*  # config, compacted metrics and thoughts into results/runs/findings
+    # config, compacted metrics and thoughts into results/runs/findings
+    python findings.py --keep runs/findings/*
 """
 import argparse
 import ast
@@ -28,13 +29,16 @@ import time
 import plots
 from tools.compact_metrics import compact_file
 
-SOKOBAN, BANDIT, FROZENLAKE = "configs/smollm2.yaml", "configs/smollm2-bandit.yaml", "configs/smollm2-frozenlake.yaml"
-# The same budget for every run: 100 iterations, at most 28 minutes (a run that hits the limit evaluates and stops);
-# micro-batches of 16,384 tokens hold a run's memory down (the sums are the same at any micro-batch size). Two runs
-# share an 80 GB card; three ran out of memory there (StarPO-S and GRPO reserved 27.9 GiB each, vanilla PPO, with its
-# reference model, failed), so --parallel 3 wants a larger card.
-BUDGET = ["train.iterations=100", "train.time_limit_min=28", "checkpoint.every=0", "algo.micro_batch_tokens=16384"]
-VANILLA = ["algo.filter_ratio=1.0", "algo.kl_coef=0.001", "algo.clip_high=0.2"]  # StarPO: no filter, a KL, clip 0.2
+SOKOBAN, BANDIT, FROZENLAKE = ("configs/smollm2.yaml", "configs/smollm2-bandit.yaml",
+                               "configs/smollm2-frozenlake.yaml")
+# The same budget for every run: 100 iterations, at most 28 minutes (a run that hits the limit evaluates and
+# stops); micro-batches of 16,384 tokens hold a run's memory down (the sums are the same at any micro-batch
+# size). Two runs share an 80 GB card; three ran out of memory there (StarPO-S and GRPO reserved 27.9 GiB
+# each, vanilla PPO, with its reference model, failed), so --parallel 3 wants a larger card.
+BUDGET = ["train.iterations=100", "train.time_limit_min=28", "checkpoint.every=0",
+          "algo.micro_batch_tokens=16384"]
+# StarPO: no filter, a KL, clip 0.2
+VANILLA = ["algo.filter_ratio=1.0", "algo.kl_coef=0.001", "algo.clip_high=0.2"]
 SEEDS = (0, 1, 2)
 
 RUNS = {  # name -> (preset, overrides)
@@ -115,16 +119,20 @@ def nearest_eval(rows, iteration):
 
 def draw_groups(runs, groups, title, think_panel=False):
     """Eval success over iterations for groups of runs (a method's seeds, or one run): the mean over a group's
-    seeds with their range (min to max) shaded, and a table row each with mean ± std over seeds. Runs of unequal
-    length are also compared at one iteration, the end of the shortest: each run's evaluation nearest it. With
-    think_panel, the groups' median think tokens per turn (mean over seeds) in a second panel and column."""
-    fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5), squeeze=False)
-    read_groups = [(label, [(m, rows) for m in members if (rows := read(os.path.join(runs, m))) and evals(rows)])
+    seeds with their range (min to max) shaded, and a table row each with mean ± std over seeds. Runs of
+    unequal length are also compared at one iteration, the end of the shortest: each run's evaluation nearest
+    it. With think_panel, the groups' median think tokens per turn (mean over seeds) in a second panel and
+    column."""
+    fig, axes = plots.plt.subplots(1, 2 if think_panel else 1, figsize=(14 if think_panel else 8, 5),
+                                   squeeze=False)
+    read_groups = [(label, [(m, rows) for m in members
+                            if (rows := read(os.path.join(runs, m))) and evals(rows)])
                    for label, members in groups]
     ends = [evals(rows)[-1][0] for _, found in read_groups for _, rows in found]
     shared = min(ends) if ends else 0
     think_head = " think tokens per turn, median: first / last iteration |" if think_panel else ""
-    lines = [f"| runs | seeds | iterations | eval success at 0 | at the end | at iteration ≈{shared} | best |{think_head}",
+    lines = [f"| runs | seeds | iterations | eval success at 0 | at the end | at iteration ≈{shared} | "
+             f"best |{think_head}",
              "| --- | --- | --- | --- | --- | --- | --- |" + " --- |" * think_panel]
     for color, (label, found) in enumerate(read_groups):
         if not found:
@@ -132,19 +140,20 @@ def draw_groups(runs, groups, title, think_panel=False):
             continue
         rows_of = [rows for _, rows in found]
         stats = [summary_row(rows) for rows in rows_of]
-        # the shortest seed's evaluation iterations, where every seed has one within 2 (a run stopped by its time
-        # limit evaluates at its last iteration, not on the eval.every grid)
+        # the shortest seed's evaluation iterations, where every seed has one within 2 (a run stopped by its
+        # time limit evaluates at its last iteration, not on the eval.every grid)
         grid = [i for i, _ in min((evals(rows) for rows in rows_of), key=len)]
         common = [i for i in grid if all(min(abs(j - i) for j, _ in evals(rows)) <= 2 for rows in rows_of)]
         by_iteration = [[nearest_eval(rows, i) for rows in rows_of] for i in common]
-        axes[0, 0].plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o", markersize=3,
-                        label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
+        axes[0, 0].plot(common, [statistics.mean(v) for v in by_iteration], color=f"C{color}", marker="o",
+                        markersize=3, label=f"{label} ({len(found)} seed{'s' * (len(found) > 1)})")
         if len(found) > 1:
             axes[0, 0].fill_between(common, [min(v) for v in by_iteration], [max(v) for v in by_iteration],
                                     color=f"C{color}", alpha=0.2)
-        line = (f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} | "
-                f"{', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
-                f"{fmt([s['end'] for s in stats])} | {fmt([nearest_eval(rows, shared) for rows in rows_of])} | "
+        line = (f"| {label} | {', '.join(m.rsplit('seed', 1)[-1] if 'seed' in m else '0' for m, _ in found)} "
+                f"| {', '.join(str(s['iterations']) for s in stats)} | {fmt([s['start'] for s in stats])} | "
+                f"{fmt([s['end'] for s in stats])} | "
+                f"{fmt([nearest_eval(rows, shared) for rows in rows_of])} | "
                 f"{fmt([s['best'] for s in stats])} |")
         if think_panel:
             thinks = [series(rows, "rollout/think_tokens_median") for rows in rows_of]
@@ -166,7 +175,8 @@ def draw_groups(runs, groups, title, think_panel=False):
 def draw_algorithms(runs, names=None):
     """Findings 1, 4, 5: the three methods over their seeds, and one line for each single-seed ablation."""
     groups = [(label, [f"{prefix}{s}" for s in SEEDS]) for label, prefix in METHODS.items()]
-    return draw_groups(runs, groups + [(name, [name]) for name in names or []], "Sokoban, SmolLM2-135M, reasoning on")
+    return draw_groups(runs, groups + [(name, [name]) for name in names or []],
+                       "Sokoban, SmolLM2-135M, reasoning on")
 
 
 def draw_finding1(runs):
@@ -199,7 +209,8 @@ def thoughts_of(run_dir):
                 out[title][seed] = []
             elif line.startswith("- turn ") and title:
                 match = re.match(r"- turn \d+: think (.*) -> actions ", line)
-                out[title][seed].append(ast.literal_eval(match.group(1)) if match else "")  # bookkeeping's repr()
+                # bookkeeping's repr()
+                out[title][seed].append(ast.literal_eval(match.group(1)) if match else "")
     return out
 
 
@@ -220,7 +231,8 @@ def draw_finding2(runs):
             end = thoughts[last].get(seed, [""])
             lines.append(f"| {name.split('-')[0]} | {seed} | {quote(turns[0] if turns else '')} | "
                          f"{quote(end[0] if end else '')} ({last.split()[-1]}) |")
-        for ax, key in zip(axes, ["rollout/think_tokens_median", "rollout/distinct_thoughts", "rollout/thought_mi"]):
+        for ax, key in zip(axes, ["rollout/think_tokens_median", "rollout/distinct_thoughts",
+                                  "rollout/thought_mi"]):
             xs, ys = zip(*series(rows, key)) if series(rows, key) else ((), ())
             ax.plot(xs, ys, color=f"C{color}", label=name)
             ax.set(xlabel="iteration", title=key)
@@ -259,12 +271,14 @@ def draw_finding3(runs):
             continue
         s = summary_row(rows)
         collapsed = s["end"] < s["best"] - 0.05
-        std_at, ent_at = (falls(series(rows, key)) for key in ("rollout/group_reward_std_all", "train/entropy"))
+        std_at, ent_at = (falls(series(rows, key))
+                          for key in ("rollout/group_reward_std_all", "train/entropy"))
         lines.append(f"| {name} | {s['best']:.3f} ({s['best_at']}) | {s['end']:.3f} | "
                      f"{'yes' if collapsed else 'no'} | {std_at or 'never'} | {ent_at or 'never'} |")
         for ax, key in zip(axes, ["eval/success", "rollout/group_reward_std_all", "train/entropy"]):
             xs, ys = zip(*series(rows, key))
-            ax.plot(xs, ys, color=f"C{color % 10}", label=name, marker="o" if key.startswith("eval") else None, markersize=2)
+            ax.plot(xs, ys, color=f"C{color % 10}", label=name,
+                    marker="o" if key.startswith("eval") else None, markersize=2)
             ax.set(xlabel="iteration", title=key)
             ax.grid(alpha=0.3)
     axes[0].legend(fontsize=6)
@@ -273,34 +287,37 @@ def draw_finding3(runs):
 
 def draw_finding6(runs):
     names = ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"]
-    return draw_groups(runs, [(name, [name]) for name in names], "Rollout quality: responses per prompt, actions per turn",
-                       think_panel=True)
+    return draw_groups(runs, [(name, [name]) for name in names],
+                       "Rollout quality: responses per prompt, actions per turn", think_panel=True)
 
 
 def draw_finding7(runs):
-    """Reasoning: on against off on Sokoban over three seeds (reasoning on is StarPO-S), and on the Bandit; think
-    length over training on all three envs."""
+    """Reasoning: on against off on Sokoban over three seeds (reasoning on is StarPO-S), and on the Bandit;
+    think length over training on all three envs."""
     groups = [("Sokoban, reasoning on", [f"sokoban-starpo-s-seed{s}" for s in SEEDS]),
               ("Sokoban, reasoning off", [f"sokoban-no-think-seed{s}" for s in SEEDS]),
-              ("Bandit, reasoning on", ["bandit-starpo-s-seed0"]), ("Bandit, reasoning off", ["bandit-no-think"]),
+              ("Bandit, reasoning on", ["bandit-starpo-s-seed0"]),
+              ("Bandit, reasoning off", ["bandit-no-think"]),
               ("FrozenLake, reasoning on", ["frozenlake-starpo-s-seed0"])]
     return draw_groups(runs, groups, "Reasoning on and off", think_panel=True)
 
 
 FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its drawing)
     "1": ("multi-turn RL is unstable; PPO (critic) more stable than GRPO", SEEDED, draw_finding1),
-    "2": ("the Echo Trap: reasoning collapses to repeated templates", ["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"],
-          draw_finding2),
+    "2": ("the Echo Trap: reasoning collapses to repeated templates",
+          ["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"], draw_finding2),
     "3": ("reward std and entropy fall before success collapses", SEEDED, draw_finding3),
-    "4": ("uncertainty filtering improves stability", SEEDED + ["sokoban-ppo-filter0.25", "sokoban-ppo-filter0.5"],
-          draw_finding4),
-    "5": ("KL removal and clip-higher improve peak success", SEEDED + ["sokoban-starpo-s-with-kl",
-                                                                      "sokoban-starpo-s-no-clip-higher"], draw_finding5),
+    "4": ("uncertainty filtering improves stability",
+          SEEDED + ["sokoban-ppo-filter0.25", "sokoban-ppo-filter0.5"], draw_finding4),
+    "5": ("KL removal and clip-higher improve peak success",
+          SEEDED + ["sokoban-starpo-s-with-kl", "sokoban-starpo-s-no-clip-higher"], draw_finding5),
     "6": ("rollout quality: fewer responses per prompt, a few actions per turn",
-          ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"], draw_finding6),
+          ["sokoban-n4", "sokoban-n16", "sokoban-starpo-s-seed0", "sokoban-5-actions-per-turn"],
+          draw_finding6),
     "7": ("reasoning shrinks over training and helps little without fine-grained rewards",
-          ["bandit-starpo-s-seed0", "bandit-no-think", *(f"sokoban-{kind}-seed{s}" for kind in ("starpo-s", "no-think")
-                                                          for s in SEEDS), "frozenlake-starpo-s-seed0"], draw_finding7),
+          ["bandit-starpo-s-seed0", "bandit-no-think",
+           *(f"sokoban-{kind}-seed{s}" for kind in ("starpo-s", "no-think") for s in SEEDS),
+           "frozenlake-starpo-s-seed0"], draw_finding7),
 }
 
 
@@ -310,12 +327,13 @@ FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its d
 def command(name, run_dir, extra=()):
     """EXTRA (--set) comes last, so it wins over the budget and the run's own overrides."""
     preset, overrides = RUNS[name]
-    return [sys.executable, "ragen_mini.py", "--config", preset, *BUDGET, *overrides, *extra, f"run_dir={run_dir}"]
+    return [sys.executable, "ragen_mini.py", "--config", preset, *BUDGET, *overrides, *extra,
+            f"run_dir={run_dir}"]
 
 
 def run_all(names, runs, parallel, extra=()):
-    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks one
-    that ended normally."""
+    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks
+    one that ended normally."""
     todo = [n for n in names if not done(os.path.join(runs, n))]
     os.makedirs(runs, exist_ok=True)
     running = []
@@ -324,16 +342,19 @@ def run_all(names, runs, parallel, extra=()):
             name = todo.pop(0)
             shutil.rmtree(os.path.join(runs, name), ignore_errors=True)  # a run cut short starts again
             with open(os.path.join(runs, f"{name}.log"), "w") as log:
-                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name), extra), stdout=log,
-                                                       stderr=subprocess.STDOUT)))
-            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name), extra)[1:])}", flush=True)
+                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name), extra),
+                                                       stdout=log, stderr=subprocess.STDOUT)))
+            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name), extra)[1:])}",
+                  flush=True)
         time.sleep(5)
         for name, process in [r for r in running if r[1].poll() is not None]:
             running.remove((name, process))
             if process.returncode == 0:
                 open(os.path.join(runs, f"{name}.done"), "w").close()
-            print(f"{name}: {'done' if process.returncode == 0 else f'failed ({process.returncode}): see {name}.log'}",
-                  flush=True)
+            print(
+                f"{name}: "
+                f"{'done' if process.returncode == 0 else f'failed ({process.returncode}): see {name}.log'}",
+                flush=True)
 
 
 def keep(run_dirs, into="results/runs/findings"):
@@ -364,12 +385,16 @@ def draw(number, runs):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("finding", nargs="?", choices=sorted(FINDINGS), help="the finding's number")
-    parser.add_argument("--runs", default="runs/findings", help="the folder of the run folders (default runs/findings)")
-    parser.add_argument("--parallel", type=int, default=2, help="runs at once on the GPU (default 2, for 80 GB)")
+    parser.add_argument("--runs", default="runs/findings",
+                        help="the folder of the run folders (default runs/findings)")
+    parser.add_argument("--parallel", type=int, default=2,
+                        help="runs at once on the GPU (default 2, for 80 GB)")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="config overrides for every run, after the budget (e.g. train.time_limit_min=8)")
-    parser.add_argument("--draw", action="store_true", help="only draw the figure and table from the runs there")
-    parser.add_argument("--keep", nargs="+", metavar="RUN_DIR", help="keep these runs in results/runs/findings")
+    parser.add_argument("--draw", action="store_true",
+                        help="only draw the figure and table from the runs there")
+    parser.add_argument("--keep", nargs="+", metavar="RUN_DIR",
+                        help="keep these runs in results/runs/findings")
     args = parser.parse_args(argv)
     runs, kept = os.path.abspath(args.runs), [os.path.abspath(run_dir) for run_dir in args.keep or []]
     os.chdir(os.path.dirname(os.path.abspath(__file__)))  # presets and ragen_mini.py are found from here
@@ -377,13 +402,14 @@ def main(argv=None):
         kept = [d for d in kept if os.path.isdir(d)]  # a glob over RUNS also names its NAME.log and NAME.done
         not_runs = [d for d in kept if not os.path.exists(os.path.join(d, "metrics.jsonl"))]
         if not kept or not_runs:
-            parser.error(f"--keep: no metrics.jsonl in {', '.join(not_runs) or 'any folder named'}: give run folders")
+            parser.error(f"--keep: no metrics.jsonl in {', '.join(not_runs) or 'any folder named'}: "
+                         "give run folders")
         return keep(kept)
     if args.finding is None:
         for number, (claim, names, _) in FINDINGS.items():
             have = [n for n in names if has_results(os.path.join(runs, n))]
-            print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} with results in {args.runs}): "
-                  f"{', '.join(names)}")
+            print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} with results in "
+                  f"{args.runs}): {', '.join(names)}")
         return None
     if args.parallel < 1:
         parser.error("--parallel must be at least 1")

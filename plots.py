@@ -39,10 +39,12 @@ PANELS = [  # (title, metric names drawn in that panel)
 ]
 
 Y_LABELS = {  # panel title -> what its y-axis counts
-    "success": "fraction of episodes", "reward mean": "reward per episode", "reward std": "std of episode rewards",
+    "success": "fraction of episodes", "reward mean": "reward per episode",
+    "reward std": "std of episode rewards",
     "in-group reward std": "std within a group (mean)", "token entropy": "nats per token",
     "gradient norm": "actor's L2 norm, before clipping", "tokens per trajectory": "tokens",
-    "valid-action fraction": "fraction of turns", "distinct responses in a group": "distinct / N (1/N: all alike)",
+    "valid-action fraction": "fraction of turns",
+    "distinct responses in a group": "distinct / N (1/N: all alike)",
     "think tokens per turn, median": "tokens", "distinct first thoughts across seeds": "distinct / seeds",
     "I(prompt; thought), nats": "nats",
 }
@@ -72,7 +74,8 @@ def read_metrics(run_dir, with_damaged=False):
     return (rows, damaged) if with_damaged else rows
 
 
-STYLES = [("-", "solid"), ("--", "dashed"), (":", "dotted")]  # one per metric of a panel; evaluations add dots
+# one per metric of a panel; evaluations add dots
+STYLES = [("-", "solid"), ("--", "dashed"), (":", "dotted")]
 
 
 def figure(run_dirs, labels=None):
@@ -87,10 +90,11 @@ def figure(run_dirs, labels=None):
                 points = [(r["iteration"], r[name]) for r in rows if name in r]
                 if points:
                     xs, ys = zip(*points)
-                    ax.plot(xs, ys, line, color=f"C{run_index}", marker="o" if name.startswith("eval/") else None,
-                            markersize=3)
+                    ax.plot(xs, ys, line, color=f"C{run_index}",
+                            marker="o" if name.startswith("eval/") else None, markersize=3)
     for ax, (title, names) in zip(axes.flat, PANELS):
-        styles = [f"{style}{' with dots' * name.startswith('eval/')}: {name}" for (_, style), name in zip(STYLES, names)]
+        styles = [f"{style}{' with dots' * name.startswith('eval/')}: {name}"
+                  for (_, style), name in zip(STYLES, names)]
         ax.set_title(title + ("\n" + ", ".join(styles) if len(names) > 1 else f" ({names[0]})"), fontsize=9)
         ax.set_xlabel("iteration")
         ax.set_ylabel(Y_LABELS[title], fontsize=9)
@@ -126,7 +130,8 @@ def main(argv):
     runs = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
     missing = [run for run in runs if not os.path.isfile(os.path.join(run, "metrics.jsonl"))]
     if missing:
-        raise SystemExit(f"error: {missing[0]} has no metrics.jsonl: give run folders (the run_dir of a training)")
+        raise SystemExit(f"error: {missing[0]} has no metrics.jsonl: give run folders "
+                         "(the run_dir of a training)")
     if len(runs) == 1 and "--out" not in argv:
         out = os.path.join(runs[0], "plots.png")
     plot_runs(runs, out)

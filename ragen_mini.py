@@ -3,13 +3,15 @@
     python ragen_mini.py --config config.yaml          # the paper's StarPO-S setup
     python ragen_mini.py --config configs/bandit.yaml  # offline, on a laptop CPU
     python ragen_mini.py --eval RUN_DIR eval.k=4       # a saved actor on the evaluation seeds, with pass@4
-    python ragen_mini.py --export ragen RUN_DIR        # the RAGEN command that reruns its settings on more GPUs
+    python ragen_mini.py --export ragen RUN_DIR        # the RAGEN command that reruns its settings on
+                                                         more GPUs
 
 One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
   1. ROLLOUT    P prompts (env seeds) x N samples; each trajectory is a multi-turn conversation: the model
                 answers `<think>..</think><answer>a || b</answer>`, the env executes the actions and the
                 reward and next state come back as the next user message.    -> rollout.play_episodes()
-  2. FILTER     StarPO-S keeps the groups whose N rewards disagree most.  -> starpo.select_groups_by_reward_std
+  2. FILTER     StarPO-S keeps the groups whose N rewards disagree most.
+                -> starpo.select_groups_by_reward_std
   3. SCORE      log-probs of the sampled tokens, critic values, the reference. -> old_logprobs_and_values()
   4. ADVANTAGES GAE over the whole conversation (PPO) or group-normalised (GRPO). -> compute_advantages()
   5. UPDATE     clipped policy loss + value loss over mini-batches.            -> update()
@@ -44,15 +46,16 @@ import export
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable, describe_os_error,
-                         discard_start, drop_after_checkpoint, evaluate, group_reward_std, load_state, open_run_folder,
-                         release_lock, report_zero_signal, rollout_metrics, run_summary, save_checkpoint, write_file,
-                         write_metrics)
+from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable,
+                         describe_os_error, discard_start, drop_after_checkpoint, evaluate, group_reward_std,
+                         load_state, open_run_folder, release_lock, report_zero_signal, rollout_metrics,
+                         run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
 from fast_decode import rounded_up
-from models import Critic, build_critic, build_sampler, compile_layers, copy_weights, load_models, train_device
-from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy, play_episodes,
-                     random_policy, reply_spans, thought_length, without_thoughts)
+from models import (Critic, build_critic, build_sampler, compile_layers, copy_weights, load_models,
+                    train_device)
+from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy,
+                     play_episodes, random_policy, reply_spans, thought_length, without_thoughts)
 
 
 # ======================================================================================================
@@ -80,14 +83,16 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         # 2. FILTER (StarPO-S): keep the groups whose rewards disagree most; the rest carry no signal
         rewards = torch.tensor([t.reward for t in trajectories])  # (P*N,)
         group_ids = torch.tensor([t.group for t in trajectories])  # (P*N,)
-        keep = starpo.select_groups_by_reward_std(rewards, group_ids, cfg.algo.filter_ratio, cfg.algo.filter_largest)
+        keep = starpo.select_groups_by_reward_std(rewards, group_ids, cfg.algo.filter_ratio,
+                                                  cfg.algo.filter_largest)
         kept = [t for t, k in zip(trajectories, keep.tolist()) if k]
         metrics["rollout/group_reward_std_all"] = group_reward_std(rewards, group_ids)
         metrics["rollout/group_reward_std_kept"] = group_reward_std(rewards[keep], group_ids[keep])
         metrics["rollout/zero_signal"] = float(metrics["rollout/group_reward_std_all"] == 0)
 
         # 3. SCORE: the rollout policy's log-probs, the critic's values, the reference's log-probs
-        # the paper's code trains on every token after the system message and the user turn's first token (§9.1)
+        # the paper's code trains on every token after the system message and the user turn's first token
+        # (§9.1)
         train_from = run.chat.system_length + 1 if cfg.algo.train_tokens == "after_system" else None
         batch = collate(kept, run.chat.pad_id, run.device, train_from)
         old_logprobs_and_values(batch, run.actor, run.critic, run.reference, cfg, run.device)
@@ -97,12 +102,12 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
         metrics.update(compute_advantages(batch, cfg))
 
         # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
-        metrics.update(update(batch, run.actor, run.critic, run.optimizers["actor"], run.optimizers.get("critic"),
-                              cfg, run.device, run.generator))
+        metrics.update(update(batch, run.actor, run.critic, run.optimizers["actor"],
+                              run.optimizers.get("critic"), cfg, run.device, run.generator))
         copy_weights(run.actor, run.sampler.model)
         metrics["perf/update_s"] = clock.lap()
-        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle collector's
-            gc.freeze()             # full passes, which walk every object the run holds
+        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle
+            gc.freeze()             # collector's full passes, which walk every object the run holds
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
@@ -119,9 +124,10 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
 @torch.no_grad()
 def measure_thought_mi(actor, chat, trajectories, cfg, device):
     """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
-    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those groups'
-    first prompts, M x M rows. The thought is the reply's tokens before its closing tag (rollout.thought_length),
-    as sampled, whether or not the reply kept the format. Nothing without rollout.think or with one group."""
+    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those
+    groups' first prompts, M x M rows. The thought is the reply's tokens before its closing tag
+    (rollout.thought_length), as sampled, whether or not the reply kept the format. Nothing without
+    rollout.think or with one group."""
     firsts = {}
     for t in trajectories:
         firsts.setdefault(t.group, t)
@@ -140,7 +146,8 @@ def measure_thought_mi(actor, chat, trajectories, cfg, device):
     for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg):
         logp = token_logprobs(actor, ids, mask, cfg)[0]
         summed[rows.to(device)] = (logp * mask).sum(-1)
-    return {"rollout/thought_mi": float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
+    return {"rollout/thought_mi":
+            float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
 
 
 # ======================================================================================================
@@ -166,12 +173,13 @@ class Batch:
 
 
 def collate(trajectories, pad_id, device, train_from=None):
-    """Right-pad the kept trajectories into a Batch whose width is a multiple of WIDTH_STEP, filled in numpy (as
-    rollout.left_pad; a torch.tensor per row is about 6x slower). train_from=k (the paper's code,
-    algo.train_tokens=after_system, docs/paper.md §9.1): the losses cover every token from index k on, not only
-    the sampled ones."""
+    """Right-pad the kept trajectories into a Batch whose width is a multiple of WIDTH_STEP, filled in numpy
+    (as rollout.left_pad; a torch.tensor per row is about 6x slower). train_from=k (the paper's code,
+    algo.train_tokens=after_system, docs/paper.md §9.1): the losses cover every token from index k on, not
+    only the sampled ones."""
     lengths = np.array([len(t.ids) for t in trajectories])  # (B,)
-    input_ids = np.full((len(trajectories), rounded_up(lengths.max(), WIDTH_STEP)), pad_id, dtype=np.int64)  # (B, T)
+    input_ids = np.full((len(trajectories), rounded_up(lengths.max(), WIDTH_STEP)), pad_id,
+                        dtype=np.int64)  # (B, T)
     sampled = np.zeros(input_ids.shape, dtype=np.float32)  # (B, T)
     for i, t in enumerate(trajectories):
         input_ids[i, :len(t.ids)], sampled[i, :len(t.ids)] = t.ids, t.sampled
@@ -187,7 +195,8 @@ def collate(trajectories, pad_id, device, train_from=None):
 
 @torch.no_grad()
 def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
-    """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the update."""
+    """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the
+    update."""
     B, width = batch.response_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
     for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg):
@@ -200,13 +209,16 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
 
 
 def micro_batches(batch, indices, cfg):
-    """Consecutive slices of `indices`, each trimmed to its longest row rounded up to WIDTH_STEP (a crop, thanks
-    to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has fewer than
-    algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its activations scale with,
-    stays within it: long contexts get fewer rows, and memory stays bounded. A longer row goes alone.
-    Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then [1200, 800]."""
+    """Consecutive slices of `indices`, each trimmed to its longest row rounded up to WIDTH_STEP (a crop,
+    thanks to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has
+    fewer than algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its
+    activations scale with, stays within it: long contexts get fewer rows, and memory stays bounded. A longer
+    row goes alone.
+    Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then
+    [1200, 800]."""
     size, max_tokens = cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens
-    lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]  # one host transfer
+    # one host transfer
+    lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]
     slices, start = [], 0
     while start < len(indices):
         end, width = start + 1, lengths[start]
@@ -231,7 +243,8 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
     On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits;
     torch.compile keeps its code with the function, so this compiles once.
     """
-    temperature, chunk = cfg.rollout.temperature if temperature is None else temperature, cfg.algo.logits_chunk
+    temperature, chunk = (cfg.rollout.temperature if temperature is None else temperature,
+                          cfg.algo.logits_chunk)
     with autocast(input_ids.device):  # checkpoint's recomputation in backward runs under it too
         hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
         at = response_mask.bool()
@@ -248,7 +261,8 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
             args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
             pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
                           if torch.is_grad_enabled() else chunk_fn(*args))
-        logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device) for _ in range(2))  # (b, T-1) each
+        logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device)
+                         for _ in range(2))  # (b, T-1) each
         if pieces:
             logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
             entropy = entropy.masked_scatter(at, torch.cat([p[1] for p in pieces]))
@@ -264,23 +278,24 @@ def token_values(critic, input_ids, response_mask):
 
 
 def hidden_states(backbone, input_ids):
-    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after its last
-    token, so causal attention alone hides them from the real tokens (the pads' own outputs are never read) and
-    positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask would cost the fused
-    causal kernel. No KV cache: one indexed by layer would make each compiled layer its own graph
-    (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host, and micro-batch
-    widths keep changing."""
+    """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after
+    its last token, so causal attention alone hides them from the real tokens (the pads' own outputs are never
+    read) and positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask
+    would cost the fused causal kernel. No KV cache: one indexed by layer would make each compiled layer its
+    own graph (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host,
+    and micro-batch widths keep changing."""
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
 def autocast(device):
     """bf16 matmuls on the GPU, float32 weights and losses (tiny updates like 1e-6 survive in float32)."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    return (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+            else torch.autocast("cpu", enabled=False))
 
 
-WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8 apart
-#                 (aligned rows), so a first width of the other kind would compile them again
+WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8
+#                 apart (aligned rows), so a first width of the other kind would compile them again
 
 
 # ======================================================================================================
@@ -295,13 +310,15 @@ def compute_advantages(batch, cfg):
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
         steps = configured_gae_steps(mask, cfg)  # (B, T-1) GAE's time steps
-        if mask.is_cuda:  # speed: GAE's loop is ten small operations per step, each a kernel launch on a GPU; it
-            #               runs on CPU copies instead, over each row's steps packed together (the same numbers)
+        # speed: GAE's loop is ten small operations per step, each a kernel launch on a GPU; it runs on CPU
+        # copies instead, over each row's steps packed together (the same numbers)
+        if mask.is_cuda:
             on_cpu = (x.cpu() for x in (token_rewards, batch.values, steps))
             advantages, returns = (x.to(mask.device) for x in
                                    starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
         else:
-            advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
+            advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma,
+                                                     cfg.algo.lam)
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:
@@ -333,11 +350,13 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
         order = torch.randperm(B, generator=generator).to(device)
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
-            num_tokens = batch.response_mask[mini].sum().clamp(min=1)  # the loss normaliser of every micro-batch
+            # the loss normaliser of every micro-batch
+            num_tokens = batch.response_mask[mini].sum().clamp(min=1)
             micro = micro_batches(batch, mini, cfg)
 
             def normaliser(mask):  # token-mean: of the mini-batch; micro-batch-mean: the paper's code (§9.3)
-                return num_tokens if cfg.algo.loss_agg == "token-mean" else mask.sum().clamp(min=1) * len(micro)
+                return (num_tokens if cfg.algo.loss_agg == "token-mean"
+                        else mask.sum().clamp(min=1) * len(micro))
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
@@ -345,35 +364,40 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             for rows, ids, mask in micro:
                 logp, entropy = token_logprobs(actor, ids, mask, cfg, with_entropy=True)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
-                                                  crop(batch.advantages, rows, mask), mask, cfg.algo, normaliser(mask),
-                                                  ref_logp=crop(batch.ref_logp, rows, mask))
+                                                  crop(batch.advantages, rows, mask), mask, cfg.algo,
+                                                  normaliser(mask), ref_logp=crop(batch.ref_logp, rows, mask))
                 loss.backward()  # the micro-batch losses add up to the mini-batch's token mean
                 for key, value in metrics.items():
                     steps.setdefault(f"train/{key}", []).append(value)
             logged.setdefault("train/policy_loss", []).append(sum(steps.pop("train/policy_loss")))
             for key, values in steps.items():  # token means of each micro-batch, averaged
                 logged.setdefault(key, []).extend(values)
-            logged.setdefault("train/grad_norm", []).append(clipped_step(actor, actor_opt, cfg, "actor", logged))
+            logged.setdefault("train/grad_norm", []).append(clipped_step(actor, actor_opt, cfg, "actor",
+                                                                         logged))
 
-            # --- the critic step (PPO with GAE) ---------------------------------------------------------------
+            # --- the critic step (PPO with GAE) ----------------------------------------------------------
             if critic is None:
                 continue
             critic_opt.zero_grad(set_to_none=True)
             step_loss = 0.0
             for rows, ids, mask in micro:
                 values = token_values(critic, ids, mask)
-                loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask), crop(batch.returns, rows, mask),
-                                                  mask, cfg.algo.value_clip, loss_normalizer=normaliser(mask))
+                loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask),
+                                                  crop(batch.returns, rows, mask), mask, cfg.algo.value_clip,
+                                                  loss_normalizer=normaliser(mask))
                 loss.backward()
                 step_loss = step_loss + loss.detach()
                 logged.setdefault("train/vf_clipfrac", []).append(metrics["vf_clipfrac"])
             logged.setdefault("train/value_loss", []).append(step_loss)
-            logged.setdefault("train/critic_grad_norm", []).append(clipped_step(critic, critic_opt, cfg, "critic", logged))
+            logged.setdefault("train/critic_grad_norm", []).append(clipped_step(critic, critic_opt, cfg,
+                                                                                "critic", logged))
     metrics = {key: float(sum(values)) / len(values) for key, values in logged.items()}
-    skipped = [key for key in ("train/actor_skipped_updates", "train/critic_skipped_updates") if key in logged]
+    skipped = [key for key in ("train/actor_skipped_updates", "train/critic_skipped_updates")
+               if key in logged]
     metrics.update({key: float(sum(logged[key])) for key in skipped})  # counts, not means
     if critic is not None:
-        metrics["train/explained_variance"] = float(starpo.explained_variance(batch.returns, batch.values, batch.response_mask))
+        metrics["train/explained_variance"] = float(starpo.explained_variance(batch.returns, batch.values,
+                                                                              batch.response_mask))
     return metrics
 
 
@@ -407,7 +431,8 @@ class Run:
     run_dir: str
     chat: ChatFormat
     actor: torch.nn.Module               # trained in float32
-    sampler: Sampler                     # plays the episodes: the actor itself on the CPU, a bf16 copy on a GPU
+    # plays the episodes: the actor itself on the CPU, a bf16 copy on a GPU
+    sampler: Sampler
     critic: Critic                       # None with GRPO
     reference: torch.nn.Module           # the frozen starting policy; None without a KL term
     optimizers: dict                     # "actor" (and "critic") -> AdamW
@@ -433,9 +458,9 @@ def setup(cfg_dict, resume_dir):
 
 
 def load_policy(cfg, saved_actor=None):
-    """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder, when
-    given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler that plays
-    the episodes. -> (device, actor, sampler); the chat format is sampler.chat"""
+    """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder,
+    when given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler
+    that plays the episodes. -> (device, actor, sampler); the chat format is sampler.chat"""
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, saved_actor)
@@ -446,17 +471,21 @@ def load_policy(cfg, saved_actor=None):
 
 
 def build_run(cfg_dict, run_dir, resume_dir):
-    """Models, format warm-up, critic, reference, optimisers and random states (restored from RUN_DIR/checkpoint
-    on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is owed)."""
+    """Models, format warm-up, critic, reference, optimisers and random states (restored from
+    RUN_DIR/checkpoint on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is
+    owed)."""
     cfg = namespace(cfg_dict)
     saved_actor = os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None
     device, actor, sampler = load_policy(cfg, saved_actor)
     write_file(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(cfg_dict, sort_keys=False))
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
-        if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:  # a real model's own starting point
-            before = evaluate(sampler, cfg, "Evaluation before the format warm-up", os.path.join(run_dir, "samples.md"))
-            first_metrics.update({key.replace("eval/", "pre_warmup/"): value for key, value in before.items()})
+        # a real model's own starting point
+        if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:
+            before = evaluate(sampler, cfg, "Evaluation before the format warm-up",
+                              os.path.join(run_dir, "samples.md"))
+            first_metrics.update({key.replace("eval/", "pre_warmup/"): value
+                                  for key, value in before.items()})
         warmup_start = time.time()
         first_metrics["warmup/loss"] = format_warmup(actor, sampler, cfg, device)
         first_metrics["perf/warmup_s"] = time.time() - warmup_start
@@ -466,7 +495,8 @@ def build_run(cfg_dict, run_dir, resume_dir):
     critic = build_critic(cfg, actor, device)
     reference = None
     if cfg.algo.kl_coef > 0:  # frozen copy of the starting policy, only when a KL term needs it
-        reference = (AutoModelForCausalLM.from_pretrained(os.path.join(run_dir, "checkpoint", "reference"), dtype=torch.float32).to(device)
+        reference = (AutoModelForCausalLM.from_pretrained(os.path.join(run_dir, "checkpoint", "reference"),
+                                                          dtype=torch.float32).to(device)
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
     if cfg.model.gradient_checkpointing:  # after the sampler's copy: the sampler never runs backward
         actor.gradient_checkpointing_enable()
@@ -475,20 +505,25 @@ def build_run(cfg_dict, run_dir, resume_dir):
     if cfg.model.compile and device.type == "cuda":  # after every copy; the sampler decodes with its own
         compile_layers(actor.base_model, critic and critic.backbone, reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
-    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay, fused=fused)
-                  for name, model, lr in (("actor", actor, cfg.algo.actor_lr), ("critic", critic, cfg.algo.critic_lr))
+    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay,
+                                          fused=fused)
+                  for name, model, lr in (("actor", actor, cfg.algo.actor_lr),
+                                          ("critic", critic, cfg.algo.critic_lr))
                   if model is not None}
-    run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=sampler.chat, actor=actor, sampler=sampler, critic=critic,
-              reference=reference, optimizers=optimizers, seed_rng=np.random.default_rng(cfg.seed),
-              generator=torch.Generator().manual_seed(cfg.seed), start=1)
+    run = Run(cfg=cfg, device=device, run_dir=run_dir, chat=sampler.chat, actor=actor, sampler=sampler,
+              critic=critic, reference=reference, optimizers=optimizers,
+              seed_rng=np.random.default_rng(cfg.seed), generator=torch.Generator().manual_seed(cfg.seed),
+              start=1)
     if resume_dir:
         restore(run, load_state(run_dir))
         settle_evaluation_at_checkpoint(run)
     if run.start > cfg.train.iterations:
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
-                   f"e.g. python ragen_mini.py --resume {run_dir} train.iterations={2 * cfg.train.iterations}")
+                   f"e.g. python ragen_mini.py --resume {run_dir} "
+                   f"train.iterations={2 * cfg.train.iterations}")
     if device.type == "cuda" and (cfg.model.compile or sampler.decoder is not None):
-        tqdm.write("the first evaluation and iteration compile the decoder and the layers (2-3 minutes; nothing later)")
+        tqdm.write("the first evaluation and iteration compile the decoder and the layers "
+                   "(2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"))})
@@ -515,8 +550,8 @@ def format_warmup(actor, sampler, cfg, device):
     chat, rng = sampler.chat, random.Random(cfg.seed)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
     total = torch.tensor(float("nan"))
-    for transcripts in tqdm(warmup_transcripts(sampler, cfg, rng), total=cfg.warmup.steps, desc="format warm-up",
-                            leave=False):
+    for transcripts in tqdm(warmup_transcripts(sampler, cfg, rng), total=cfg.warmup.steps,
+                            desc="format warm-up", leave=False):
         if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
             for t in transcripts:
                 t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
@@ -540,7 +575,8 @@ def format_warmup(actor, sampler, cfg, device):
 def warmup_transcripts(sampler, cfg, rng):
     """The warm-up's transcripts, one list of warmup.batch_size Trajectory per step. The random teacher plays
     each step's as it comes; the model's own thoughts are all sampled first, in chunks of the training batch,
-    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up trains)."""
+    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up
+    trains)."""
     steps, size = cfg.warmup.steps, cfg.warmup.batch_size
     if cfg.warmup.thoughts == "none" or not cfg.rollout.think:
         for _ in range(steps):
@@ -572,26 +608,30 @@ def restore(run, state):
 
 
 def settle_evaluation_at_checkpoint(run):
-    """On resume: the checkpoint's metrics row (and samples.md) gets the evaluation that a run never stopped would
-    have there, so that resuming equals not stopping, evaluations included: one on the eval.every grid, or at the
-    last of train.iterations. A Ctrl-C stops without evaluating: an evaluation owed is made now, from the
-    checkpoint's weights and random state, the very ones it would have seen. A run's last iteration and a time
-    limit's stop evaluate off the grid: a run resumed past them forgets that evaluation, which a run never stopped
-    there does not make."""
+    """On resume: the checkpoint's metrics row (and samples.md) gets the evaluation that a run never stopped
+    would have there, so that resuming equals not stopping, evaluations included: one on the eval.every grid,
+    or at the last of train.iterations. A Ctrl-C stops without evaluating: an evaluation owed is made now,
+    from the checkpoint's weights and random state, the very ones it would have seen. A run's last iteration
+    and a time limit's stop evaluate off the grid: a run resumed past them forgets that evaluation, which a
+    run never stopped there does not make."""
     cfg, iteration = run.cfg, run.start - 1
     rows = plots.read_metrics(run.run_dir)
     if not rows or rows[-1]["iteration"] != iteration or iteration > cfg.train.iterations:
-        return  # no row to settle (metrics.jsonl was lost), or a resume to fewer iterations, which trains nothing
+        # no row to settle (metrics.jsonl was lost), or a resume to fewer iterations, which trains nothing
+        return
     owed = cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or iteration == cfg.train.iterations)
     if owed == ("eval/success" in rows[-1]):
         return
     row = {key: value for key, value in rows[-1].items() if not key.startswith("eval/")}
-    if owed:  # before the row is rewritten: a crash while evaluating leaves the row whole, the evaluation still owed
+    # before the row is rewritten: a crash while evaluating leaves the row whole, the evaluation still owed
+    if owed:
         row.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
                             os.path.join(run.run_dir, "samples.md")))
     else:
-        drop_after_checkpoint(run.run_dir, iteration - 1)  # that evaluation's samples go, and the row, written below
-    write_file(os.path.join(run.run_dir, "metrics.jsonl"), "".join(json.dumps(line) + "\n" for line in [*rows[:-1], row]))
+        # that evaluation's samples go, and the row, written below
+        drop_after_checkpoint(run.run_dir, iteration - 1)
+    write_file(os.path.join(run.run_dir, "metrics.jsonl"),
+               "".join(json.dumps(line) + "\n" for line in [*rows[:-1], row]))
 
 
 class Clock:
@@ -614,7 +654,8 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     progress bar. -> True when the run stops here (time limit or Ctrl-C)."""
     cfg, iteration = run.cfg, metrics["iteration"]
     metrics["perf/iteration_s"] = clock.times[-1] - clock.times[0]
-    metrics["perf/gen_tokens_per_s"] = sum(t.response_tokens for t in trajectories) / metrics["perf/rollout_s"]
+    metrics["perf/gen_tokens_per_s"] = (sum(t.response_tokens for t in trajectories)
+                                        / metrics["perf/rollout_s"])
     metrics["perf/trained_tokens"] = int(batch.response_mask.sum())
     if run.device.type == "cuda":
         metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
@@ -623,35 +664,41 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     run.zero_signal_since = report_zero_signal(metrics, run.zero_signal_since)
     if not bench and iteration == run.start + (run.device.type == "cuda"):  # a GPU's first iteration compiles
         left = cfg.train.iterations - iteration
-        tqdm.write(f"iteration {iteration} took {metrics['perf/iteration_s']:.1f} s: at this pace the {left} iterations "
-                   f"left take about {left * metrics['perf/iteration_s'] / 60:.0f} min, evaluations apart"
+        tqdm.write(f"iteration {iteration} took {metrics['perf/iteration_s']:.1f} s: at this pace the {left} "
+                   f"iterations left take about {left * metrics['perf/iteration_s'] / 60:.0f} min, "
+                   "evaluations apart"
                    + (f" (train.time_limit_min stops it at {cfg.train.time_limit_min:g})"
                       if cfg.train.time_limit_min > 0 else ""))
     interrupted = ctrl_c is not None and ctrl_c.pressed
     last = iteration == cfg.train.iterations or interrupted or (
         cfg.train.time_limit_min > 0 and time.time() - run.started > 60 * cfg.train.time_limit_min)
-    # Ctrl-C stops at once, without evaluating. A resumed run makes the evaluation owed here, and forgets one made off
-    # the eval.every grid at a stop it trains past (settle_evaluation_at_checkpoint): resuming equals not stopping
+    # Ctrl-C stops at once, without evaluating. A resumed run makes the evaluation owed here, and forgets one
+    # made off the eval.every grid at a stop it trains past (settle_evaluation_at_checkpoint): resuming equals
+    # not stopping
     if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last) and not interrupted:
         metrics.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
                                 os.path.join(run.run_dir, "samples.md")))
     write_metrics(run.run_dir, metrics)
     if bench:
-        print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}), flush=True)
+        print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}),
+              flush=True)
     elif iteration % 10 == 0 or last:  # a page of plots costs about a second: not every iteration
         plots.plot_run(run.run_dir)
     if (cfg.checkpoint.every > 0 and (iteration % cfg.checkpoint.every == 0 or last)) or interrupted:
         save_checkpoint(run, iteration)
     run.last_eval = metrics.get("eval/success", run.last_eval)
-    progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}", entropy=f"{metrics['train/entropy']:.2f}",
+    progress.set_postfix(rollout_success=f"{metrics['rollout/success']:.2f}",
+                         entropy=f"{metrics['train/entropy']:.2f}",
                          eval_success="-" if run.last_eval is None else f"{run.last_eval:.2f}")
-    return last and iteration < cfg.train.iterations  # time limit or Ctrl-C (the bar ends by itself otherwise)
+    # time limit or Ctrl-C (the bar ends by itself otherwise)
+    return last and iteration < cfg.train.iterations
 
 
 def evaluate_saved_actor(run_dir, overrides):
     """--eval RUN_DIR: the run's saved actor (RUN_DIR/checkpoint/actor) on the evaluation seeds, with the
     run's config and the overrides (eval.k=4 adds pass@4). Prints the metrics and appends them, with the
-    checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to RUN_DIR/eval_samples.md."""
+    checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to
+    RUN_DIR/eval_samples.md."""
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
@@ -671,32 +718,36 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", help="YAML file laid over config.yaml (default: config.yaml alone)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from RUN_DIR/checkpoint")
-    parser.add_argument("--eval", metavar="RUN_DIR", help="evaluate the actor saved in RUN_DIR/checkpoint (eval.k=K: pass@K)")
+    parser.add_argument("--eval", metavar="RUN_DIR",
+                        help="evaluate the actor saved in RUN_DIR/checkpoint (eval.k=K: pass@K)")
     parser.add_argument("--bench", type=int, metavar="K", default=0,
                         help="speed benchmark: K iterations of a random-weight Qwen2.5-0.5B-shaped model, "
                              "fixed tokens per turn, one JSON line of timings per iteration")
     parser.add_argument("--bench-tokens", type=int, default=128, help="new tokens per turn in --bench")
-    parser.add_argument("--export", metavar="TARGET", help="print the command that reruns a run's settings (RUN_DIR, "
+    parser.add_argument("--export", metavar="TARGET",
+                        help="print the command that reruns a run's settings (RUN_DIR, "
                         "or --config FILE) in TARGET: ragen, RAGEN on verl for several GPUs (export.py)")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. env.name=frozenlake")
     args = parser.parse_args(argv)
     if args.export:  # export.py reads the run folder or the config itself
-        raise SystemExit(export.main(["--to", args.export, *(["--config", args.config] if args.config else []),
-                                      *args.overrides]))
+        raise SystemExit(export.main(["--to", args.export,
+                                      *(["--config", args.config] if args.config else []), *args.overrides]))
     if (args.resume or args.eval) and args.config:
-        parser.error(f"--config {args.config} with --resume or --eval: a run keeps its own RUN_DIR/config.yaml; "
-                     "give changes as section.key=value overrides")
+        parser.error(f"--config {args.config} with --resume or --eval: a run keeps its own "
+                     "RUN_DIR/config.yaml; give changes as section.key=value overrides")
     if args.resume and args.eval:
-        parser.error("--resume and --eval together: --resume RUN_DIR trains on, --eval RUN_DIR evaluates its checkpoint; "
-                     "give one (after --resume, --eval RUN_DIR evaluates the result)")
+        parser.error("--resume and --eval together: --resume RUN_DIR trains on, --eval RUN_DIR evaluates its "
+                     "checkpoint; give one (after --resume, --eval RUN_DIR evaluates the result)")
     if args.bench < 0 or args.bench_tokens < 1:
-        parser.error("--bench K needs K >= 1 iterations (0, the default, is no benchmark) and --bench-tokens >= 1")
+        parser.error("--bench K needs K >= 1 iterations (0, the default, is no benchmark) and "
+                     "--bench-tokens >= 1")
     transformers.utils.logging.disable_progress_bar()  # its loading and saving bars would break into ours
     overrides = list(args.overrides)
     if args.bench:
         if not any(o.startswith("model.name=") for o in overrides):
             overrides.insert(0, "model.name=random-qwen2.5-0.5b")
-        overrides += [f"rollout.max_new_tokens={args.bench_tokens}", f"rollout.min_new_tokens={args.bench_tokens}",
+        overrides += [f"rollout.max_new_tokens={args.bench_tokens}",
+                      f"rollout.min_new_tokens={args.bench_tokens}",
                       "eval.every=0", "checkpoint.every=0", f"train.iterations={args.bench}"]
     try:
         if args.eval:
@@ -707,7 +758,8 @@ def main(argv=None):
         with CtrlC() as ctrl_c:
             run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
         if ctrl_c.pressed:  # the summary says how to resume
-            raise SystemExit(128 + ctrl_c.signum)  # the shell's code for "stopped by that signal": 130 for Ctrl-C
+            # the shell's code for "stopped by that signal": 130 for Ctrl-C
+            raise SystemExit(128 + ctrl_c.signum)
         return run_dir
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
@@ -716,9 +768,10 @@ def main(argv=None):
     except OSError as error:  # a file the run could not write: a full disk, a folder it may not write
         raise SystemExit(describe_os_error(error)) from None
     except torch.OutOfMemoryError:
-        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size (8 fits a 40 GB card), "
-                         "algo.micro_batch_tokens or algo.logits_chunk, set model.gradient_checkpointing=true, or lower "
-                         "rollout.max_new_tokens / rollout.groups (README: the settings for 40 GB and 24 GB cards).") from None
+        raise SystemExit("error: the GPU ran out of memory. Lower algo.micro_batch_size (8 fits a 40 GB "
+                         "card), algo.micro_batch_tokens or algo.logits_chunk, set "
+                         "model.gradient_checkpointing=true, or lower rollout.max_new_tokens / "
+                         "rollout.groups (README: the settings for 40 GB and 24 GB cards).") from None
 
 
 if __name__ == "__main__":

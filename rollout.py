@@ -6,7 +6,8 @@ come back as the next user message. A trajectory is kept as the exact token ids 
 produced, marked 1 only where the model sampled them (docs/paper.md §7.5-7.7).
 
     chat = chat_format(tokenizer, model.generation_config)
-    trajectories = play_episodes(LLMPolicy(Sampler(model, chat), cfg, temperature), chat, cfg, seeds, group_ids)
+    trajectories = play_episodes(LLMPolicy(Sampler(model, chat), cfg, temperature), chat, cfg, seeds,
+                                 group_ids)
 
 This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
 model's template says about turns (ChatFormat), the policies that answer (LLMPolicy: the LLM;
@@ -53,7 +54,8 @@ def format_line(cfg):
 
 def turn_message(turn, observation, actions_left, cfg):
     """Appended to the user message of every turn (the first one and each reward message)."""
-    return f"\nTurn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. {format_line(cfg)}\n"
+    return (f"\nTurn {turn}:\nState:\n{observation}\nYou have {actions_left} actions left. "
+            f"{format_line(cfg)}\n")
 
 
 def reward_message(env_reward):
@@ -74,7 +76,8 @@ def first_prompt(env, observation, tokenizer, cfg):
     """The text the model continues at turn 1: system and first user message in the chat template, then
     the forced answer start ("<think>", or "<answer>" with rollout.think=false)."""
     first = first_user_message(env) + turn_message(1, observation, env.max_actions, cfg)
-    return tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
+    return tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT},
+                                          {"role": "user", "content": first}],
                                          add_generation_prompt=True, tokenize=False) + answer_prefix(cfg)
 
 
@@ -86,12 +89,14 @@ def first_prompt(env, observation, tokenizer, cfg):
 @dataclass(frozen=True)
 class ChatFormat:
     tokenizer: object        # the model's tokenizer (text <-> ids)
-    end_of_turn_id: int      # the template's token after an assistant reply: <|im_end|> (ChatML), <|eot_id|> (Llama 3)
+    # the template's token after an assistant reply: <|im_end|> (ChatML), <|eot_id|> (Llama 3)
+    end_of_turn_id: int
     stop_ids: tuple          # ids that end a reply: end_of_turn_id, then the generation config's eos ids
     close_assistant: str     # template text from the end of a reply to the next user message's text
     open_assistant: str      # template text from the end of a user message to the reply
     pad_id: int              # the tokenizer's pad id, else end_of_turn_id (padding is always masked out)
-    system_length: int       # tokens of the system message as the template renders it (a trajectory's first ones)
+    # tokens of the system message as the template renders it (a trajectory's first ones)
+    system_length: int
 
 
 def chat_format(tokenizer, generation_config=None):
@@ -105,15 +110,18 @@ def chat_format(tokenizer, generation_config=None):
         [{"role": "system", "content": "S"}, {"role": "user", "content": "@U@"},
          {"role": "assistant", "content": "@A@"}, {"role": "user", "content": "@B@"}],
         add_generation_prompt=True, tokenize=False)
-    close_assistant, open_assistant = text[text.index("@A@") + 3:text.index("@B@")], text[text.index("@B@") + 3:]
+    close_assistant, open_assistant = (text[text.index("@A@") + 3:text.index("@B@")],
+                                       text[text.index("@B@") + 3:])
     first = tokenizer(close_assistant, add_special_tokens=False)["input_ids"][:1]
     if not first or first[0] not in tokenizer.get_added_vocab().values():
-        raise ConfigError(f"the model's chat template closes an assistant turn with {close_assistant!r}, which "
-                          "does not start with a special token: ragen-mini needs an end-of-turn token to stop on")
+        raise ConfigError(f"the model's chat template closes an assistant turn with {close_assistant!r}, "
+                          "which does not start with a special token: "
+                          "ragen-mini needs an end-of-turn token to stop on")
     eos = getattr(generation_config, "eos_token_id", None)
     eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
     system = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}], tokenize=False)
-    return ChatFormat(tokenizer=tokenizer, end_of_turn_id=first[0], stop_ids=tuple(dict.fromkeys([first[0], *eos])),
+    return ChatFormat(tokenizer=tokenizer, end_of_turn_id=first[0],
+                      stop_ids=tuple(dict.fromkeys([first[0], *eos])),
                       close_assistant=close_assistant, open_assistant=open_assistant,
                       pad_id=first[0] if tokenizer.pad_token_id is None else tokenizer.pad_token_id,
                       system_length=len(tokenizer(system, add_special_tokens=False)["input_ids"]))
@@ -139,8 +147,10 @@ class Trajectory:
     and their end-of-turn tokens), 0 on the prompt, the env's replies and the template's text. A two-turn
     trajectory, in pieces of text (each piece is many tokens):
 
-        ids    : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>] [answer 2 ...]
-        sampled:  0 ...                        0  1 ...              1  0 ...                         0  1 ...
+        ids    : [system, user: turn 1, <think>] [answer 1 <|im_end|>] [user: reward, turn 2, <think>]
+        sampled:  0 ...                        0  1 ...              1  0 ...                         0
+                 [answer 2 ...]
+                   1 ...
     """
     seed: int                                   # the env seed: the puzzle, and the prompt
     group: int                                  # the N trajectories of one seed share a group id
@@ -168,11 +178,13 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     # rollout, time in which the GPU waits. Equal texts share one id list: copy it before changing it.
     def encode(texts):
         distinct = list(dict.fromkeys(texts))
-        ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
+        ids = dict(zip(distinct,
+                       tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
         return [ids[text] for text in texts]
 
     def decode(responses):  # the same for the sampled answers, which often repeat within a group
-        texts = {key: tokenizer.decode(list(key), skip_special_tokens=True) for key in dict.fromkeys(map(tuple, responses))}
+        texts = {key: tokenizer.decode(list(key), skip_special_tokens=True)
+                 for key in dict.fromkeys(map(tuple, responses))}
         return [texts[tuple(response)] for response in responses]
 
     trajectories, envs, started_envs, prompts = [], [], {}, []
@@ -188,7 +200,8 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     for t, ids in zip(trajectories, encode(prompts)):
         if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
             raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
-                              f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context={cfg.rollout.max_context}")
+                              f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context="
+                              f"{cfg.rollout.max_context}")
         t.ids, t.sampled = list(ids), [0] * len(ids)  # each its own list, grown in place turn by turn
     actions_left = [env.max_actions for env in envs]
     done = [False] * len(trajectories)
@@ -225,7 +238,8 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.ids += response
             t.sampled += [1] * len(response)
             thinks.append(parsed.think)
-            t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok, reward=turn_reward))
+            t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok,
+                                reward=turn_reward))
             done[i] = ended or turn == cfg.env.max_turns
             if done[i]:
                 continue
@@ -324,14 +338,15 @@ class LLMPolicy:
     def __call__(self, contexts):
         model, chat, decoder, cfg = self.sampler.model, self.sampler.chat, self.sampler.decoder, self.cfg
         started, was_training = time.perf_counter(), model.training
-        # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the KV cache.
+        # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the
+        # KV cache.
         model.eval()
         if decoder is not None:
             new_tokens = decoder.generate(contexts, self.temperature, reuse=self.calls > 0)
         else:
             input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
-            sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) if self.temperature > 0 \
-                else dict(do_sample=False)
+            sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) \
+                if self.temperature > 0 else dict(do_sample=False)
             # Pass every sampler knob: generate() would otherwise apply the model's generation_config
             # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
             new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
@@ -355,14 +370,16 @@ def random_policy(chat, cfg, rng):
 
     def policy(contexts):
         answers = [random_answer(rng, env, cfg) for _ in contexts]
-        return [chat.tokenizer(a, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id] for a in answers]
+        return [chat.tokenizer(a, add_special_tokens=False)["input_ids"] + [chat.end_of_turn_id]
+                for a in answers]
 
     return policy
 
 
 def random_answer(rng, env, cfg):
     """The text a teacher writes after the thought: "</think><answer>Up || Left</answer>" (without the closing
-    think tag with rollout.think=false), a uniform number of uniformly random actions (envs.random_turn_actions)."""
+    think tag with rollout.think=false), a uniform number of uniformly random actions
+    (envs.random_turn_actions)."""
     actions = " || ".join(random_turn_actions(rng, env.actions, actions_per_turn(env, cfg)))
     return f"{'</think><answer>' if cfg.rollout.think else ''}{actions}</answer>"
 
@@ -375,10 +392,10 @@ def thought_prompt(context, cfg):
     is dropped, every format line with it, and the last one gives way to THOUGHT_QUESTION. What the model
     writes after it is its own thought about the state, in its own words.
 
-        "...You have 10 actions left. Always output: <think> [Your thoughts] </think> ... (tokens).\n<|im_end|>
-        <|im_start|>assistant\n<think>"
-        -> "...You have 10 actions left. Think about the state and what to do next.\n<|im_end|>
-        <|im_start|>assistant\n"
+      "...You have 10 actions left. Always output: <think> [Your thoughts] </think> ... (tokens).\n<|im_end|>
+      <|im_start|>assistant\n<think>"
+      -> "...You have 10 actions left. Think about the state and what to do next.\n<|im_end|>
+      <|im_start|>assistant\n"
     """
     line = " " + format_line(cfg)
     assert context.endswith(answer_prefix(cfg)) and line in context, "not a context of the paper's prompt"
@@ -408,7 +425,8 @@ def echoes(thought, prompt):
     >>> echoes("You have 9 actions left. Go.", "State: ... You have 9 actions left. Think about ...")
     True
     """
-    return any(len(sentence.split()) >= 3 and sentence in prompt for sentence in re.split(r"(?<=[.!?])\s+", thought))
+    return any(len(sentence.split()) >= 3 and sentence in prompt
+               for sentence in re.split(r"(?<=[.!?])\s+", thought))
 
 
 def own_thoughts_policy(sampler, cfg, rng, tries=4):
@@ -422,7 +440,8 @@ def own_thoughts_policy(sampler, cfg, rng, tries=4):
     (" </think><answer>Up</answer>" and the end-of-turn id), tokenized apart, so the format starts at the
     reply's first token that holds "<"; the thought is cut so that the reply fits rollout.max_new_tokens.
     A static decoder samples up to rollout.max_new_tokens, cut after."""
-    chat, tokenizer, env = sampler.chat, sampler.chat.tokenizer, new_env(cfg)  # the env only for its action names and budget
+    # the env only for its action names and budget
+    chat, tokenizer, env = sampler.chat, sampler.chat.tokenizer, new_env(cfg)
     sampling = copy.deepcopy(cfg)  # transformers' generate (no decoder) stops at the thought's limit
     sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
 
@@ -432,7 +451,8 @@ def own_thoughts_policy(sampler, cfg, rng, tries=4):
         thoughts, todo = [""] * len(contexts), list(range(len(contexts)))
         for _ in range(tries):
             sampled = LLMPolicy(sampler, sampling, cfg.warmup.thought_temperature)([prompts[i] for i in todo])
-            texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled], skip_special_tokens=True)
+            texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled],
+                                           skip_special_tokens=True)
             for i, text in zip(todo, texts):
                 thoughts[i] = clean_thought(text)
             todo = [i for i in todo if len(thoughts[i].split()) < 5 or echoes(thoughts[i], asked[i])]
@@ -481,7 +501,8 @@ def without_thoughts(ids, sampled, tokenizer):
     """`sampled` with each reply's thought tokens set to 0: a warm-up loss then covers only the format tokens,
     from the closing tag on (warmup.thought_loss=false). -> a new list.
 
-        a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ... -> 0 0 0 0 1 1 ...
+        a reply " I see a box </think><answer>Up</answer><|im_end|>": sampled 1 1 1 1 1 1 ...
+                                                                           -> 0 0 0 0 1 1 ...
     """
     out = list(sampled)
     for start, end in reply_spans(sampled):
@@ -498,7 +519,8 @@ def env_corpus(cfg, num_seeds=64):
         for seed in range(num_seeds):
             env = make_env(name)
             observation, _ = env.reset(seed)
-            corpus.append(SYSTEM_PROMPT + first_user_message(env) + turn_message(1, observation, env.max_actions, cfg))
+            corpus.append(SYSTEM_PROMPT + first_user_message(env)
+                          + turn_message(1, observation, env.max_actions, cfg))
             for turn in range(2, 4):
                 actions, total = random_turn_actions(rng, env.actions, 3), 0.0
                 corpus.append(f"</think><answer>{' || '.join(actions)}</answer>")
