@@ -63,8 +63,8 @@ EVAL_HEADER = re.compile(r"^# (Evaluation[^\n]*)$", re.M)
 EPISODE_HEADER = re.compile(r"^## seed (-?\d+): reward (\S+), success (True|False)$", re.M)
 # A thought is written as Python's repr of a string: a quoted literal with backslash escapes. Matching the
 # literal exactly (not "anything up to ' -> actions'") keeps a thought that itself says "-> actions" whole.
-TURN_LINE = re.compile(r"^- turn (\d+): think ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") -> actions (\[[^\]]*\]) "
-                       r"\(format ok: (True|False)\), reward (\S+)$")
+TURN_LINE = re.compile(r"^- turn (\d+): think ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") "
+                       r"-> actions (\[[^\]]*\]) \(format ok: (True|False)\), reward (\S+)$")
 # The user message of every turn (rollout.turn_message): the env's rendering between "State:" and "You have".
 TURN_STATE = re.compile(r"^Turn (\d+):\nState:\n(.*?)\nYou have (\d+) actions left", re.S | re.M)
 
@@ -95,7 +95,8 @@ def parse_episode(header, body, where, skipped):
     episode = dict(seed=int(header[1]), reward_text=header[2], success=header[3] == "True", turns=[],
                    conversation="", states={})
     start = body.find("```\n")
-    for line in body[:start if start >= 0 else len(body)].split("\n"):  # the turn lines come before the conversation
+    # the turn lines come before the conversation
+    for line in body[:start if start >= 0 else len(body)].split("\n"):
         if line.startswith("- turn "):
             turn = parse_turn(line)
             if turn is None:
@@ -168,15 +169,16 @@ def same_grid(a, b):
 
 def replay(env_name, env_config, episode):
     """Play the episode's recorded actions again from its seed -> (steps, None) or (None, why not).
-    steps[k] lists (action, reward, rendering after it, " (no move)", " (slipped)" or "") for turn k+1: with the
-    state after reset, every state of the episode. Trusted only if each turn's state and reward match the
+    steps[k] lists (action, reward, rendering after it, " (no move)", " (slipped)" or "") for turn k+1: with
+    the state after reset, every state of the episode. Trusted only if each turn's state and reward match the
     record (module docstring)."""
     if env_config is None:
         return None, "config.yaml is missing or unreadable, so the env cannot be replayed"
     try:
         kwargs = dict(env_config.get("kwargs") or {})
         if env_name != "bandit":
-            kwargs.update(max_actions=env_config["max_actions"], spaced_grid=env_config.get("spaced_grid", False))
+            kwargs.update(max_actions=env_config["max_actions"],
+                          spaced_grid=env_config.get("spaced_grid", False))
         env = envs.make_env(env_name, **kwargs)
         env.reset(episode["seed"])
         penalty = float(env_config.get("format_penalty", -0.1))
@@ -190,7 +192,8 @@ def replay(env_name, env_config, episode):
             turn_steps = []
             for action in turn["actions"]:
                 aimed = None
-                if env_name == "frozenlake":  # outcomes: [one side, the intended cell, the other], or [intended] on dry ice
+                # outcomes: [one side, the intended cell, the other], or [intended] on dry ice
+                if env_name == "frozenlake":
                     outcomes = env.outcomes(env.player, action)
                     aimed = outcomes[len(outcomes) // 2]
                 rendering, reward, _, _, info = env.step(action)
@@ -212,8 +215,9 @@ def replay(env_name, env_config, episode):
 # ----------------------------------------------------------------------------------------------
 # Drawing
 
-# Cell kinds are the env's own symbol meanings (envs.py), as CSS class names: "box on target" -> box-on-target.
-# One symbol means different things in different envs ("O" is a target in Sokoban, a hole in FrozenLake).
+# Cell kinds are the env's own symbol meanings (envs.py), as CSS class names:
+# "box on target" -> box-on-target. One symbol means different things in different envs ("O" is a target
+# in Sokoban, a hole in FrozenLake).
 def cell_kinds(env_name):
     return {symbol: meaning.replace(" ", "-") for symbol, meaning in envs.ENVS[env_name].symbols.items()}
 
@@ -223,12 +227,14 @@ def cell_kinds(env_name):
 LAYERS = {"wall": ("wall", []), "empty": ("floor", []), "target": ("floor", ["ring"]),
           "box": ("floor", ["box"]), "box-on-target": ("floor", ["ring", "box", "done"]),
           "player": ("floor", ["player"]), "player-on-target": ("floor", ["ring", "player"])}
-LAKE_LAYERS = {"empty": ("ice", []), "hole": ("hole", []), "goal": ("goal", []), "player": ("ice", ["player"]),
-               "player-in-hole": ("hole", ["player", "lost"]), "player-on-goal": ("goal", ["player", "done"])}
+LAKE_LAYERS = {"empty": ("ice", []), "hole": ("hole", []), "goal": ("goal", []),
+               "player": ("ice", ["player"]), "player-in-hole": ("hole", ["player", "lost"]),
+               "player-on-goal": ("goal", ["player", "done"])}
 
 PIECES = {  # SVG of a piece in a unit cell at (x, y)
     "ring": '<circle class="ring" cx="{x:.2f}" cy="{y:.2f}" r="0.32" transform="translate(0.5 0.5)"/>',
-    "box": '<rect class="box" x="{x:.2f}" y="{y:.2f}" width="0.7" height="0.7" rx="0.08" transform="translate(0.15 0.15)"/>',
+    "box": ('<rect class="box" x="{x:.2f}" y="{y:.2f}" width="0.7" height="0.7" rx="0.08" '
+            'transform="translate(0.15 0.15)"/>'),
     "done": '<path class="done" d="M{x:.2f} {y:.2f}m0.3 0.5l0.15 0.15l0.27 -0.32"/>',
     "player": '<circle class="player" cx="{x:.2f}" cy="{y:.2f}" r="0.3" transform="translate(0.5 0.5)"/>',
     "lost": '<path class="lost" d="M{x:.2f} {y:.2f}m0.25 0.25l0.5 0.5m0 -0.5l-0.5 0.5"/>',
@@ -274,9 +280,10 @@ def bandit_svg(names, risky, pulled, reward_text):
     for i, name in enumerate(names):
         x = 10 + i * 130
         lit = " pulled" if name == pulled else ""
-        parts.append(f'<g class="arm{lit}" data-arm="{html.escape(name)}"><rect class="machine" x="{x}" y="20" '
-                     f'width="110" height="70" rx="10"/><line class="lever" x1="{x + 110}" y1="40" x2="{x + 122}" '
-                     f'y2="{70 if lit else 22}"/><text x="{x + 55}" y="52">{html.escape(name)}</text>'
+        parts.append(f'<g class="arm{lit}" data-arm="{html.escape(name)}"><rect class="machine" x="{x}" '
+                     f'y="20" width="110" height="70" rx="10"/><line class="lever" x1="{x + 110}" y1="40" '
+                     f'x2="{x + 122}" y2="{70 if lit else 22}"/><text x="{x + 55}" y="52">'
+                     f'{html.escape(name)}</text>'
                      + (f'<text class="tag" x="{x + 55}" y="74">risky arm</text>' if name == risky else "")
                      + (f'<text class="payout" x="{x + 55}" y="110">pulled: {html.escape(reward_text)}</text>'
                         if lit else "") + "</g>")
@@ -286,9 +293,11 @@ def bandit_svg(names, risky, pulled, reward_text):
 def legend(env_name, risky):
     """One small picture per cell kind, with its meaning."""
     if env_name == "bandit":
-        return (f'<p class="legend">Two arms, shown in the order of the prompt; the risky arm ({html.escape(risky)}) '
-                "pays more on average, and choosing it is success even when it paid 0.</p>")
-    items = [f'<span>{grid_svg(symbol, env_name, 22)} {html.escape(meaning)} <code>{html.escape(symbol)}</code></span>'
+        return (f'<p class="legend">Two arms, shown in the order of the prompt; the risky arm '
+                f'({html.escape(risky)}) pays more on average, and choosing it is success even when it '
+                "paid 0.</p>")
+    items = [f'<span>{grid_svg(symbol, env_name, 22)} {html.escape(meaning)} '
+             f'<code>{html.escape(symbol)}</code></span>'
              for symbol, meaning in envs.ENVS[env_name].symbols.items()]
     return f'<p class="legend">{" ".join(items)}</p>'
 
@@ -300,7 +309,8 @@ def turn_html(turn, state, steps, env_name, risky):
     """One turn: the state the model saw, its thought and answer, the reward, the states after each action."""
     if env_name == "bandit":
         names = arm_names(state["text"]) if state else []
-        picture = bandit_svg(names, risky, turn["actions"][0] if turn["actions"] else None, turn["reward_text"])
+        picture = bandit_svg(names, risky, turn["actions"][0] if turn["actions"] else None,
+                             turn["reward_text"])
     elif state:
         picture = grid_svg(state["text"], env_name, 26)
     else:
@@ -310,7 +320,8 @@ def turn_html(turn, state, steps, env_name, risky):
         caption += f" &middot; {state['actions_left']} actions left"
     think = html.escape(turn["think"]) or '<span class="dim">(no thought)</span>'
     cut = ' <span class="dim">(first 200 characters)</span>' if len(turn["think"]) >= 200 else ""
-    actions = " &rarr; ".join(html.escape(a) for a in turn["actions"]) or '<span class="dim">(no valid action)</span>'
+    actions = (" &rarr; ".join(html.escape(a) for a in turn["actions"])
+               or '<span class="dim">(no valid action)</span>')
     after = ""
     if steps and env_name != "bandit":
         after = '<div class="steps">' + "".join(
@@ -319,16 +330,19 @@ def turn_html(turn, state, steps, env_name, risky):
     fmt = "format ok" if turn["format_ok"] else '<span class="bad">format broken</span>'
     return (f'<li class="turn"><figure class="state">{picture}<figcaption>{caption}</figcaption></figure>'
             f'<div class="reply"><div class="think">{think}{cut}</div><div class="actions">{actions}</div>'
-            f'<div class="meta">{fmt} &middot; reward {html.escape(turn["reward_text"])}</div>{after}</div></li>')
+            f'<div class="meta">{fmt} &middot; reward {html.escape(turn["reward_text"])}</div>'
+            f'{after}</div></li>')
 
 
 def episode_html(index, evaluation, episode, env_name, env_config, risky):
     """One episode as a <section>, all its turns; replayed where the replay agrees with the record."""
     steps, why_not = replay(env_name, env_config, episode)
-    turns = [turn_html(turn, episode["states"].get(turn["number"]), steps[k] if steps else None, env_name, risky)
+    turns = [turn_html(turn, episode["states"].get(turn["number"]), steps[k] if steps else None,
+                       env_name, risky)
              for k, turn in enumerate(episode["turns"])]
     if steps and env_name != "bandit":
-        note = "states after each action: replayed from the seed, and checked against the recorded states and rewards"
+        note = ("states after each action: replayed from the seed, and checked against the recorded states "
+                "and rewards")
     elif env_name != "bandit":
         note = f"only the states at the start of each turn (from the text): {why_not}"
     else:
@@ -342,10 +356,13 @@ def episode_html(index, evaluation, episode, env_name, env_config, risky):
         mark = ('<span class="ok">success: the risky arm</span>' if episode["success"]
                 else '<span class="bad">no success</span>')
     else:
-        mark = '<span class="ok">solved</span>' if episode["success"] else '<span class="bad">not solved</span>'
+        mark = ('<span class="ok">solved</span>' if episode["success"]
+                else '<span class="bad">not solved</span>')
     return (f'<section class="episode" data-eval="{index}" data-seed="{episode["seed"]}">'
-            f'<h3>seed {episode["seed"]} &middot; reward {html.escape(episode["reward_text"])} &middot; {mark}</h3>'
-            f'<p class="dim">{html.escape(evaluation["title"])} ({evaluation["source"]}); {html.escape(note)}</p>'
+            f'<h3>seed {episode["seed"]} &middot; reward {html.escape(episode["reward_text"])} '
+            f'&middot; {mark}</h3>'
+            f'<p class="dim">{html.escape(evaluation["title"])} ({evaluation["source"]}); '
+            f'{html.escape(note)}</p>'
             f'<ol class="turns">{"".join(turns) or "<li>no turn recorded</li>"}</ol>{end}</section>')
 
 
@@ -359,7 +376,8 @@ def overview_html(evaluations, seeds):
             found = [e for e in evaluation["episodes"] if e["seed"] == seed]
             if found:
                 e = found[0]
-                cells.append(f'<td><a href="#left={i}&amp;seed={seed}" class="{"ok" if e["success"] else "bad"}" '
+                cells.append(f'<td><a href="#left={i}&amp;seed={seed}" '
+                             f'class="{"ok" if e["success"] else "bad"}" '
                              f'data-eval="{i}" data-seed="{seed}">{html.escape(e["reward_text"])}'
                              f'{" &#10003;" if e["success"] else ""}</a></td>')
             else:
@@ -389,14 +407,17 @@ figure { margin: 0; } figcaption { font-size: 11px; color: #555; text-align: cen
 .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; }
 .missing { width: 120px; height: 60px; color: #777; font-size: 12px; }
 svg.grid rect { stroke: #ffffff; stroke-width: 0.03; }
-.wall { fill: #5d4037; } .floor { fill: #efe3c8; } .ring { fill: #f6b6b0; stroke: #d1293d; stroke-width: 0.09; }
+.wall { fill: #5d4037; } .floor { fill: #efe3c8; } \
+.ring { fill: #f6b6b0; stroke: #d1293d; stroke-width: 0.09; }
 .box { fill: #e08a1e; stroke: #8a4b00; stroke-width: 0.05; } .player { fill: #1e5bd8; }
-.done { fill: none; stroke: #ffffff; stroke-width: 0.1; } .box-on-target .box { fill: #2e9e4f; stroke: #13622b; }
+.done { fill: none; stroke: #ffffff; stroke-width: 0.1; } \
+.box-on-target .box { fill: #2e9e4f; stroke: #13622b; }
 .ice { fill: #cfe9f9; } .hole { fill: #0f2a47; } .goal { fill: #f4c21a; } .unknown { fill: #ff00ff; }
 .lost { fill: none; stroke: #ff4d4d; stroke-width: 0.1; }
 svg.bandit .machine { fill: #efe3c8; stroke: #8a7a5a; stroke-width: 2; }
 svg.bandit .pulled .machine { fill: #f4c21a; stroke: #1e5bd8; stroke-width: 4; }
-svg.bandit .lever { stroke: #5d4037; stroke-width: 4; } svg.bandit text { text-anchor: middle; font-size: 15px; }
+svg.bandit .lever { stroke: #5d4037; stroke-width: 4; } \
+svg.bandit text { text-anchor: middle; font-size: 15px; }
 svg.bandit .tag { font-size: 11px; fill: #b3261e; } svg.bandit .payout { font-size: 12px; }
 """
 
@@ -415,7 +436,8 @@ function show() {
     pane.replaceChildren(found ? found.cloneNode(true) : Object.assign(document.createElement('p'),
       {className: 'dim', textContent: 'this seed was not sampled in this evaluation'}));
   }
-  history.replaceState(null, '', `#left=${pick('left').value}&right=${pick('right').value}&seed=${pick('seed').value}`);
+  history.replaceState(null, '', `#left=${pick('left').value}&right=${pick('right').value}\
+&seed=${pick('seed').value}`);
 }
 function fromAddress() {
   for (const [key, value] of new URLSearchParams(location.hash.slice(1))) {
@@ -442,14 +464,16 @@ def page_html(run_dir, evaluations, skipped, env_name, env_config):
     indices = [str(i) for i in range(len(evaluations))]
     episodes = "".join(episode_html(i, evaluation, episode, env_name, env_config, risky)
                        for i, evaluation in enumerate(evaluations) for episode in evaluation["episodes"])
-    notes = ("<details class=\"skipped\" open><summary>skipped: " + f"{len(skipped)} part(s) could not be read</summary><ul>"
+    notes = ("<details class=\"skipped\" open><summary>skipped: "
+             + f"{len(skipped)} part(s) could not be read</summary><ul>"
              + "".join(f"<li>{html.escape(s)}</li>" for s in skipped) + "</ul></details>") if skipped else ""
     name = html.escape(os.path.basename(os.path.normpath(os.path.abspath(run_dir))))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{name}: trajectories</title><style>{STYLE}</style></head>
 <body>
 <h1>Trajectories of {name} ({env_name})</h1>
-<p class="dim">{len(evaluations)} evaluation(s), {len(seeds)} seed(s) sampled; pick a cell to open its episode,
+<p class="dim">{len(evaluations)} evaluation(s), {len(seeds)} seed(s) sampled; \
+pick a cell to open its episode,
 or compare one seed across two evaluations below.</p>
 {notes}
 {legend(env_name, risky)}
@@ -468,13 +492,15 @@ def read_run(run_dir):
     """A run folder -> (evaluations, skipped) from samples.md and eval_samples.md; ViewerError if there is
     nothing to show."""
     if not os.path.isdir(run_dir):
-        raise ViewerError(f"{run_dir} is not a folder: give a run folder (the run_dir of a training, with samples.md)")
-    files = [name for name in ("samples.md", "eval_samples.md") if os.path.isfile(os.path.join(run_dir, name))]
+        raise ViewerError(f"{run_dir} is not a folder: give a run folder (the run_dir of a training, "
+                          "with samples.md)")
+    files = [name for name in ("samples.md", "eval_samples.md")
+             if os.path.isfile(os.path.join(run_dir, name))]
     if not files:
         compacted = os.path.isfile(os.path.join(run_dir, "thoughts.json"))
         raise ViewerError(f"{run_dir} has no samples.md: " + (
-            "this compacted run kept only thoughts.json (thoughts, no grids or actions); train it again to see "
-            "its episodes" if compacted else
+            "this compacted run kept only thoughts.json (thoughts, no grids or actions); train it again "
+            "to see its episodes" if compacted else
             "not a run folder, or a run stopped before its first evaluation (eval.every=0 writes none)"))
     evaluations, skipped = [], []
     for name in files:

@@ -24,10 +24,12 @@ EXTRA = [["algo.estimator=grpo", "algo.kl_coef=0.001", "algo.grpo_kl=k1"], ["alg
 
 
 def stored_tree():
-    """The stored key tree composed by hand, as Hydra composes base.yaml: verl's file, then envs, then base."""
+    """The stored key tree composed by hand, as Hydra composes base.yaml: verl's file, then envs, then
+    base."""
     with open(os.path.join(ROOT, "docs", "ragen_config", "key_tree.yaml"), encoding="utf-8") as f:
         sections = yaml.safe_load(f)
-    return {**sections["verl_ppo_trainer"]["keys"], **sections["ragen_envs"]["keys"], **sections["ragen_base"]["keys"]}
+    return {**sections["verl_ppo_trainer"]["keys"], **sections["ragen_envs"]["keys"],
+            **sections["ragen_base"]["keys"]}
 
 
 def configs():
@@ -40,7 +42,8 @@ def printed(cfg, gpus=1):
 
 
 def test_stored_tree_holds_ragens_defaults_at_the_named_commits():
-    """Values read off RAGEN's base.yaml (1319230), envs.yaml (3e17651) and verl's ppo_trainer.yaml (1e47e41)."""
+    """Values read off RAGEN's base.yaml (1319230), envs.yaml (3e17651) and verl's ppo_trainer.yaml
+    (1e47e41)."""
     with open(os.path.join(ROOT, "docs", "ragen_config", "key_tree.yaml"), encoding="utf-8") as f:
         header = f.read(2000)
     for commit in ("131923071cc681ffab661507a1447fbc25e87a36", "3e17651386cdf0e94cfbffbec8560a75d52c2d85",
@@ -49,7 +52,8 @@ def test_stored_tree_holds_ragens_defaults_at_the_named_commits():
     tree = stored_tree()
     assert tree["model_path"] == "Qwen/Qwen2.5-3B-Instruct" and tree["seed.val"] == 123
     assert tree["actor_rollout_ref.actor.clip_ratio_high"] == 0.28  # base.yaml over verl's 0.2
-    assert tree["actor_rollout_ref.actor.clip_ratio_c"] == 3.0 and tree["actor_rollout_ref.actor.optim.lr"] == 1e-6
+    assert (tree["actor_rollout_ref.actor.clip_ratio_c"] == 3.0
+            and tree["actor_rollout_ref.actor.optim.lr"] == 1e-6)
     assert tree["custom_envs.SimpleSokoban.env_config.dim_x"] == 6 and tree["enable_response_mask"] is True
     assert tree["critic.ppo_epochs"] == "${actor_rollout_ref.actor.ppo_epochs}"
 
@@ -112,7 +116,8 @@ def test_lost_keys_of_a_preset_written_by_hand():
     assert sorted(export.lost(cfg)) == ["algo.gae_skip_observations", "algo.loss_agg", "model.name",
                                         "rollout.clean_history", "rollout.delete_special_strings",
                                         "train.time_limit_min", "warmup"]
-    tiny = config.load_config(os.path.join(ROOT, "configs", "tiny.yaml"))  # one micro-batch: token-mean carries
+    # one micro-batch: token-mean carries
+    tiny = config.load_config(os.path.join(ROOT, "configs", "tiny.yaml"))
     assert "algo.loss_agg" not in export.lost(tiny) and "model.name" in export.lost(tiny)
 
 
@@ -125,7 +130,8 @@ def test_every_config_key_has_one_table_entry():
 
 def test_interpolated_default_is_not_repeated_and_gpus_are_set_together():
     chosen = printed(config.load_config(None, ["algo.ppo_epochs=4"]), gpus=2)
-    assert chosen["actor_rollout_ref.actor.ppo_epochs"] == 4 and "critic.ppo_epochs" not in chosen  # follows the actor
+    # follows the actor
+    assert chosen["actor_rollout_ref.actor.ppo_epochs"] == 4 and "critic.ppo_epochs" not in chosen
     assert (chosen["trainer.n_gpus_per_node"], chosen["system.CUDA_VISIBLE_DEVICES"],
             chosen["actor_rollout_ref.rollout.tensor_model_parallel_size"]) == (2, "0,1", 2)
 

@@ -48,7 +48,8 @@ def page(run_dir):
 
 def section(text, evaluation, seed):
     """The stored <section> of one episode."""
-    m = re.search(rf'<section class="episode" data-eval="{evaluation}" data-seed="{seed}">(.*?)</section>', text, re.S)
+    m = re.search(rf'<section class="episode" data-eval="{evaluation}" data-seed="{seed}">(.*?)</section>',
+                  text, re.S)
     assert m, f"no episode for evaluation {evaluation}, seed {seed}"
     return m[1]
 
@@ -59,8 +60,8 @@ def grids(html_text):
 
 
 def cells(svg):
-    """{(row, col): kind} of one grid picture: a bare cell is a <rect> classed by its ground (wall, floor, ice,
-    hole, goal), a cell with pieces a <g> classed by its kind (box, player, ...)."""
+    """{(row, col): kind} of one grid picture: a bare cell is a <rect> classed by its ground (wall, floor,
+    ice, hole, goal), a cell with pieces a <g> classed by its kind (box, player, ...)."""
     grid = {}
     for child in ElementTree.fromstring(svg):  # the page's SVG is well-formed XML
         rect = child if child.tag == "rect" else child.find("rect")
@@ -107,7 +108,8 @@ def test_frozenlake_grid_shows_holes_goal_and_player(tmp_path):
 def test_bandit_shows_both_arms_in_prompt_order_and_the_pulled_one(tmp_path):
     text = page(run_copy(tmp_path, "bandit"))
     for evaluation, seed, order, pulled in ((0, 1000000, ["Dragon", "Phoenix"], ["Phoenix"]),
-                                            (0, 1000001, ["Phoenix", "Dragon"], []),  # a broken answer pulls none
+                                            # a broken answer pulls none
+                                            (0, 1000001, ["Phoenix", "Dragon"], []),
                                             (1, 1000001, ["Phoenix", "Dragon"], ["Dragon"])):
         episode = section(text, evaluation, seed)
         assert re.findall(r'<g class="arm[^"]*" data-arm="(\w+)"', episode) == order
@@ -119,7 +121,8 @@ def test_navigation_lists_every_evaluation_and_seed(tmp_path):
     text = page(run_copy(tmp_path, "sokoban"))
     for side in ("left", "right"):
         menu = re.search(rf'<select id="{side}">(.*?)</select>', text, re.S)[1]
-        assert re.findall(r">([^<]+)</option>", menu) == ["Evaluation at iteration 0", "Evaluation at iteration 10"]
+        assert re.findall(r">([^<]+)</option>", menu) == ["Evaluation at iteration 0",
+                                                          "Evaluation at iteration 10"]
     menu = re.search(r'<select id="seed">(.*?)</select>', text, re.S)[1]
     assert re.findall(r'value="(\d+)"', menu) == ["1000000", "1000001"]
     # the right pane starts on the last evaluation: the same seed before and after training
@@ -150,7 +153,8 @@ def test_a_file_cut_anywhere_still_gives_a_page(tmp_path):
         with open(path, "w", encoding="utf-8") as f:
             f.write(full[:cut])
         text = page(run_dir)
-        assert len(re.findall(r'<section class="episode" data-eval="0"', text)) == 2  # the whole first evaluation
+        # the whole first evaluation
+        assert len(re.findall(r'<section class="episode" data-eval="0"', text)) == 2
     # cut inside the last turn line of seed 1000000 at iteration 10: that line is skipped and said so
     assert "skipped: " in text and "an unreadable turn line" in text
     # cut in the middle of its conversation: the turns are there, the page says the conversation is cut
@@ -173,7 +177,8 @@ def test_a_replay_that_disagrees_with_the_text_is_not_drawn(tmp_path):
     episode = section(page(run_dir), 0, 1000000)
     assert "the replayed state of turn 1 differs" in episode
     pictures = grids(episode)
-    assert len(pictures) == 3 and where(cells(pictures[0]), "box") == [(2, 2)]  # 3 turns, no step or end pictures
+    # 3 turns, no step or end pictures
+    assert len(pictures) == 3 and where(cells(pictures[0]), "box") == [(2, 2)]
 
 
 def test_without_config_the_text_states_are_shown(tmp_path):
@@ -185,8 +190,9 @@ def test_without_config_the_text_states_are_shown(tmp_path):
 
 
 def test_a_turn_line_inside_the_conversation_is_not_a_turn():
-    body = ("\n- turn 1: think 'a' -> actions ['Up'] (format ok: True), reward -0.1\n\n```\nTurn 1:\nState:\n#P#\n"
-            "You have 10 actions left.\n- turn 2: think 'b' -> actions ['Up'] (format ok: True), reward -0.1\n```\n")
+    body = ("\n- turn 1: think 'a' -> actions ['Up'] (format ok: True), reward -0.1\n\n```\nTurn 1:\nState:\n"
+            "#P#\nYou have 10 actions left.\n"
+            "- turn 2: think 'b' -> actions ['Up'] (format ok: True), reward -0.1\n```\n")
     samples = "\n# Evaluation at iteration 0\n\n## seed 7: reward -0.1, success False\n" + body
     (evaluation,), skipped = viewer.parse_samples(samples)
     assert [turn["number"] for turn in evaluation["episodes"][0]["turns"]] == [1] and skipped == []
@@ -194,7 +200,8 @@ def test_a_turn_line_inside_the_conversation_is_not_a_turn():
 
 
 def test_a_thought_quoting_the_line_format_is_read_whole():
-    line = "- turn 2: think 'I said \"-> actions [\\'Up\\']\" and it\\'s wrong' -> actions ['Left'] (format ok: True), reward -0.1"
+    line = ("- turn 2: think 'I said \"-> actions [\\'Up\\']\" and it\\'s wrong' -> actions ['Left'] "
+            "(format ok: True), reward -0.1")
     turn = viewer.parse_turn(line)
     assert turn["think"] == "I said \"-> actions ['Up']\" and it's wrong"
     assert turn["actions"] == ["Left"] and turn["number"] == 2 and turn["reward"] == -0.1
@@ -205,7 +212,8 @@ def test_a_spaced_grid_draws_the_same_cells():
     """env.spaced_grid=true renders `# _ P #`: the spaces are no cells."""
     grid = cells(viewer.grid_svg("# # #\n# P #\n# X #\n# O #\n# # #", "sokoban", 10))
     assert len(grid) == 15 and len(where(grid, "wall")) == 12
-    assert where(grid, "player") == [(1, 1)] and where(grid, "box") == [(2, 1)] and where(grid, "target") == [(3, 1)]
+    assert (where(grid, "player") == [(1, 1)] and where(grid, "box") == [(2, 1)]
+            and where(grid, "target") == [(3, 1)])
 
 
 def test_a_planted_link_is_never_written_through(tmp_path):
@@ -214,7 +222,8 @@ def test_a_planted_link_is_never_written_through(tmp_path):
     elsewhere.write_text("keep me")
     os.symlink(elsewhere, os.path.join(run_dir, "viewer.html.tmp"))
     page(run_dir)
-    assert elsewhere.read_text() == "keep me" and not os.path.lexists(os.path.join(run_dir, "viewer.html.tmp"))
+    assert (elsewhere.read_text() == "keep me"
+            and not os.path.lexists(os.path.join(run_dir, "viewer.html.tmp")))
 
 
 @pytest.mark.parametrize("make, says", [
@@ -231,9 +240,11 @@ def test_a_folder_with_nothing_to_show_gives_one_line(tmp_path, make, says):
 
 
 def test_command_line_error_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "viewer.py"), str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "viewer.py"), str(tmp_path)],
+                          capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith(f"error: {tmp_path} has no samples.md")
+    assert (done.stderr.strip().count("\n") == 0
+            and done.stderr.startswith(f"error: {tmp_path} has no samples.md"))
 
 
 @pytest.mark.slow  # matplotlib's import and a figure: seconds
@@ -241,11 +252,13 @@ def test_plots_command_rebuilds_plots_and_viewer_and_labels_every_y_axis(tmp_pat
     import plots
     run_dir = run_copy(tmp_path, "sokoban")
     with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-        f.write('{"iteration": 0, "eval/success": 0.0}\n{"iteration": 10, "eval/success": 1.0, "rollout/success": 0.5}\n')
+        f.write('{"iteration": 0, "eval/success": 0.0}\n'
+                '{"iteration": 10, "eval/success": 1.0, "rollout/success": 0.5}\n')
     fig = plots.figure([run_dir])
     assert len(fig.axes) == len(plots.PANELS) and all(ax.get_ylabel() for ax in fig.axes)
     assert fig.axes[0].get_ylabel() == "fraction of episodes"
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "plots.py"), run_dir], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "plots.py"), run_dir],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert os.path.getsize(os.path.join(run_dir, "plots.png")) > 0
     assert os.path.getsize(os.path.join(run_dir, "viewer.html")) > 0
@@ -254,7 +267,8 @@ def test_plots_command_rebuilds_plots_and_viewer_and_labels_every_y_axis(tmp_pat
 def screenshot(url, path, size="1000,700"):
     """Chromium's headless screenshot of a page -> the PNG's path."""
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={path}", f"--window-size={size}", url], capture_output=True, timeout=60, check=True)
+                    f"--screenshot={path}", f"--window-size={size}", url],
+                   capture_output=True, timeout=60, check=True)
     return path
 
 
@@ -276,13 +290,16 @@ def test_a_real_browser_draws_the_grids(tmp_path):
     viewer.write_viewer(run_dir)
     url = "file://" + os.path.join(run_dir, "viewer.html")
     png = screenshot(url + "#left=0&right=1&seed=1000000", str(tmp_path / "shot.png"), "1200,1100")
-    wall, box, done_box, player = (0x5d, 0x40, 0x37), (0xe0, 0x8a, 0x1e), (0x2e, 0x9e, 0x4f), (0x1e, 0x5b, 0xd8)
+    wall, box, done_box, player = ((0x5d, 0x40, 0x37), (0xe0, 0x8a, 0x1e), (0x2e, 0x9e, 0x4f),
+                                   (0x1e, 0x5b, 0xd8))
     # The two panes' grids at 26 px a cell: 2 x 24 walls of about 25 x 25 px, far more than the legend's one.
     assert count_colour(png, wall) > 2 * 24 * 400
     assert count_colour(png, box) > 2 * 300
     assert count_colour(png, player) > 2 * 200
     # The solved episode is on the right (iteration 10): its end shows the box on the target, in green. With
     # iteration 0 on both sides only the legend's small green box is there; the end picture's is larger.
-    before = count_colour(screenshot(url + "#left=0&right=0&seed=1000000", str(tmp_path / "before.png"), "1200,1100"),
+    before = count_colour(screenshot(url + "#left=0&right=0&seed=1000000", str(tmp_path / "before.png"),
+                                     "1200,1100"),
                           done_box)
-    assert count_colour(png, done_box) > before + 150  # one box of a 26-px cell: about 330 pixels, less its tick
+    # one box of a 26-px cell: about 330 pixels, less its tick
+    assert count_colour(png, done_box) > before + 150
