@@ -1,5 +1,8 @@
-"""Tests of baselines.py, each against a computation written here: a hand-worked map, Monte-Carlo
-simulation through the real env, exact enumeration of the random policy, and a separate BFS."""
+"""Tests of baselines.py, each against a computation written here (a hand-worked map, Monte-Carlo simulation
+through the real env, exact enumeration of the random policy on FrozenLake) or against stored numbers for Sokoban,
+whose moves are an exercise: tests/fixtures/baselines.json holds the evaluation seeds' puzzles, their shortest
+solution lengths and the random policy's exact chances, made once by references that stay out of the student copy
+(course/hidden/make_fixtures.py: a breadth-first search and an enumeration over Sokoban's moves)."""
 import json
 import math
 import random
@@ -18,6 +21,7 @@ from baselines import (evaluate, frozenlake_values, greedy_action, play_random, 
 from envs import make_env  # noqa: E402
 
 EVAL_SEEDS = [1_000_000 + i for i in range(256)]
+FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "baselines.json").read_text())
 DELTAS = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 PERPENDICULAR = {"Left": ("Up", "Down"), "Right": ("Up", "Down"), "Up": ("Left", "Right"), "Down": ("Left", "Right")}
 
@@ -176,44 +180,19 @@ def test_random_policy_frozenlake_exact():
         assert abs(estimate - exact) < 4 * math.sqrt(exact * (1 - exact) / n) + 1e-9, (seed, estimate, exact)
 
 
-def sokoban_state(text):
-    walls, targets, boxes, player = set(), set(), set(), None
-    for r, line in enumerate(text.split("\n")):
-        for c, ch in enumerate(line):
-            walls |= {(r, c)} if ch == "#" else set()
-            targets |= {(r, c)} if ch in "O√S" else set()
-            boxes |= {(r, c)} if ch in "X√" else set()
-            player = (r, c) if ch in "PS" else player
-    return walls, frozenset(targets), frozenset(boxes), player
-
-
-def sokoban_next(walls, state, delta):
-    (r, c), boxes = state
-    nxt = (r + delta[0], c + delta[1])
-    if nxt in walls:
-        return state
-    if nxt in boxes:
-        far = (nxt[0] + delta[0], nxt[1] + delta[1])
-        if far in walls or far in boxes:
-            return state
-        boxes = (boxes - {nxt}) | {far}
-    return nxt, boxes
+def test_the_evaluation_seeds_give_the_stored_puzzles():
+    assert FIXTURE["seeds"] == EVAL_SEEDS
+    env = make_env("sokoban")
+    changed = [seed for seed, puzzle in zip(EVAL_SEEDS, FIXTURE["puzzles"]) if env.reset(seed)[0] != puzzle]
+    assert not changed, f"the generator changed on {changed[:5]}: run python course/hidden/make_fixtures.py"
 
 
 def test_random_policy_sokoban_exact():
+    """The random policy's success against the exact chance: stored P(t uniform random moves solve the puzzle),
+    t = 0..10, weighted by the chance of getting t actions."""
     env, checked = make_env("sokoban"), 0
-    for seed in EVAL_SEEDS:
-        walls, targets, boxes, player = sokoban_state(env.reset(seed)[0])
-
-        @lru_cache(maxsize=None)
-        def p_success(state, left):
-            if state[1] == targets:
-                return 1.0
-            if left == 0:
-                return 0.0
-            return sum(p_success(sokoban_next(walls, state, d), left - 1) for d in DELTAS.values()) / 4
-
-        exact = sum(p * p_success((player, boxes), t) for t, p in horizon_distribution().items())
+    for seed, by_length in zip(EVAL_SEEDS, FIXTURE["random_success"]):
+        exact = sum(p * by_length[t] for t, p in horizon_distribution().items())
         if not 0.1 < exact < 0.9:
             continue
         rng, n = random.Random(2), 3000
@@ -225,24 +204,8 @@ def test_random_policy_sokoban_exact():
     assert checked == 2
 
 
-def bfs_length(text):
-    walls, targets, boxes, player = sokoban_state(text)
-    dist = {(player, boxes): 0}
-    queue = deque([(player, boxes)])
-    while queue:
-        state = queue.popleft()
-        if state[1] == targets:
-            return dist[state]
-        for d in DELTAS.values():
-            nxt = sokoban_next(walls, state, d)
-            if nxt not in dist:
-                dist[nxt] = dist[state] + 1
-                queue.append(nxt)
-
-
 def test_sokoban_optimal_equals_bfs():
-    env = make_env("sokoban")
-    lengths = [bfs_length(env.reset(seed)[0]) for seed in EVAL_SEEDS]
+    lengths = FIXTURE["shortest"]  # a breadth-first search's, on the stored puzzles (the test above)
     result = evaluate("sokoban", "optimal", EVAL_SEEDS)
     assert result["success_rate"] == sum(k <= 10 for k in lengths) / 256 == 1.0
     assert result["mean_return"] == pytest.approx(sum(11 - 0.1 * k for k in lengths) / 256, abs=1e-4)

@@ -24,13 +24,6 @@ EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-t
 # The student copy has no solution markers and no course/hidden/: these tests are the instructor's.
 instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
                                      reason="the instructor's repository only (no course/hidden/ here)")
-# References of exercised functions in project tests outside the course's files: issue 40's remaining work (they
-# ship in the student copy). The list is exact: a new one fails the test below, and so does one that was removed.
-KNOWN_REFERENCES = {("tests/test_baselines.py", "sokoban_next", "ex1-sokoban"),
-                    ("tests/test_envs.py", "bfs_path", "ex1-sokoban"), ("tests/test_envs.py", "regex_parse", "ex2-parser"),
-                    ("tests/test_paper_mode.py", "verl_gae", "ex4-gae"),
-                    ("tests/test_paper_mode.py", "paper_parse", "ex2-parser"),
-                    ("tests/test_trainer.py", "test_grpo_advantages_and_reward_position", "ex5-grpo")}
 
 
 @instructor_only
@@ -64,10 +57,10 @@ def shipped_sources():
 @instructor_only
 def test_no_shipped_file_implements_an_exercise():
     """A test that wraps a shipped reference cannot pass: no function of the student copy computes an exercise
-    (course/fingerprints.py), visible course tests and tests/test_starpo.py included."""
-    found = {(path, name, exercise) for path, text in shipped_sources().items()
-             for name, exercise in implementations(text)}
-    assert found == KNOWN_REFERENCES, sorted(found ^ KNOWN_REFERENCES)
+    (course/fingerprints.py), visible course tests and the project's tests (tests/) included."""
+    found = sorted((path, name, exercise) for path, text in shipped_sources().items()
+                   for name, exercise in implementations(text))
+    assert found == [], found
 
 
 @instructor_only

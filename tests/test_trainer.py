@@ -11,7 +11,6 @@ import math
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -765,23 +764,28 @@ def test_gae_advantages_skip_observation_tokens(tok_actor):
 
 
 def test_grpo_advantages_and_reward_position(tok_actor):
+    """Step 4 with GRPO: each trajectory's advantage, (R - group mean) / (Bessel std + 1e-6), on every sampled token
+    and nowhere else. Real rollouts give the positions; the rewards are set by hand so that the advantages are
+    worked out here: in a group of 4 with rewards (2, 0, 0, 0) the mean is 0.5, the deviations 1.5 and -0.5 (x3), the
+    Bessel variance (2.25 + 3 x 0.25) / 3 = 1, so the advantages are 1.5 / (1 + 1e-6) and -0.5 / (1 + 1e-6); equal
+    rewards have std 0 and advantage 0; (0, 0, -2, 0) is the first group's reflection: mean -0.5, std 1."""
     tok, actor = tok_actor
     cfg = ns("env.name=sokoban", "env.max_turns=3", "algo.estimator=grpo", "algo.filter_ratio=1.0")
     N = cfg.rollout.group_size
+    assert N == 4
     seeds = [7, 8, 9]
     trajectories = rollout.play_episodes(rollout.random_policy(chat_of(tok), cfg, random.Random(0)), chat_of(tok), cfg,
                                    np.repeat(seeds, N), np.repeat(np.arange(3), N))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
+    assert batch.rewards.tolist() == pytest.approx([t.reward for t in trajectories])  # collate carries them
+    batch.rewards = torch.tensor([2.0, 0, 0, 0, 0.5, 0.5, 0.5, 0.5, 0, 0, -2.0, 0])
     batch.old_logp = batch.ref_logp = torch.zeros_like(batch.response_mask)
     ragen_mini.compute_advantages(batch, cfg)
-    rewards = [t.reward for t in trajectories]
-    assert any(len(set(rewards[g * N:(g + 1) * N])) > 1 for g in range(3))  # some signal
+    worked = [1.5, -0.5, -0.5, -0.5, 0, 0, 0, 0, 0.5, 0.5, -1.5, 0.5]
     for b, t in enumerate(trajectories):
-        group = rewards[(b // N) * N:(b // N + 1) * N]
-        std = statistics.stdev(group)
-        expected = 0.0 if std <= 1e-6 else (t.reward - statistics.mean(group)) / (std + 1e-6)
+        expected = worked[b] / (1 + 1e-6)
         positions = response_positions(t)
-        assert batch.advantages[b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-5)
+        assert batch.advantages[b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-6)
         others = [j for j in range(batch.response_mask.shape[1]) if j not in positions]
         assert (batch.advantages[b, others] == 0).all()
 

@@ -1,8 +1,10 @@
-"""The stored expected numbers (fixtures) of the visible course tests and of tests/test_starpo.py, made from the
-independent references below (plain loops, the statistics module), never from the code they grade. The references
+"""The stored expected numbers (fixtures) of the visible course tests and of the project's tests of the exercised
+functions (tests/test_starpo.py, test_envs.py, test_paper_mode.py, test_baselines.py), made from the independent
+references below (plain loops, a breadth-first search, the paper's regular expressions), never from the code they
+grade. The references
 stay here, in course/hidden/, which the student copy leaves out: no shipped test holds an implementation.
 
-    python course/hidden/make_fixtures.py           # rewrite course/tests/fixtures/*.json and tests/fixtures/starpo.json
+    python course/hidden/make_fixtures.py           # rewrite course/tests/fixtures/*.json and tests/fixtures/*.json
     python course/hidden/make_fixtures.py --check   # exit 1 if a stored fixture differs from its reference or
                                                     # the solution disagrees with it (tests/test_course.py runs this)
 Inputs are drawn from fixed seeds and rounded, so that the files stay small and readable.
@@ -11,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import sys
 from fractions import Fraction
@@ -19,8 +22,11 @@ COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(COURSE)
 FILES = {name: os.path.join(COURSE, "tests", "fixtures", f"{name}.json") for name in
          ("ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex6-policy-loss", "ex7-value-loss", "ex8-filter")}
-FILES["starpo"] = os.path.join(ROOT, "tests", "fixtures", "starpo.json")
+FILES.update({name: os.path.join(ROOT, "tests", "fixtures", f"{name}.json") for name in
+              ("starpo", "envs", "paper_mode", "baselines")})
 STEP = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
+MOVES = ["Up", "Down", "Left", "Right"]
+SPECIAL_STRINGS = ["<think>", "</think>", "<answer>", "</answer>", "<|im_start|>", "<|im_end|>"]
 
 
 def rounded(x, digits=4):
@@ -122,6 +128,87 @@ def ref_filter(rewards, ids, ratio, largest=True):
     order = sorted(groups, key=lambda g: (-var[g] if largest else var[g], g))
     kept = set(order[:max(1, int(ratio * len(groups)))])
     return [h in kept for h in ids]
+
+
+def ref_room(text):
+    """(floor, targets, boxes, player) of a rendered Sokoban puzzle: # wall, O target, X box, √ box on a target,
+    P player, S player on a target."""
+    cells = {(r, c): ch for r, line in enumerate(text.split("\n")) for c, ch in enumerate(line)}
+    return ({rc for rc, ch in cells.items() if ch != "#"}, frozenset(rc for rc, ch in cells.items() if ch in "O√S"),
+            frozenset(rc for rc, ch in cells.items() if ch in "X√"), next(rc for rc, ch in cells.items() if ch in "PS"))
+
+
+def ref_shortest_path(text):
+    """A shortest solution (action names, tried in STEP's order) of a rendered puzzle, by breadth-first search."""
+    floor, targets, boxes, player = ref_room(text)
+    prev = {(player, boxes): None}
+    frontier = [(player, boxes)]
+    while frontier:
+        following = []
+        for state in frontier:
+            if state[1] == targets:
+                path = []
+                while prev[state] is not None:
+                    state, action = prev[state]
+                    path.append(action)
+                return path[::-1]
+            for action in STEP:
+                moved, pushed = ref_move(floor, state[1], state[0], action)
+                nxt = (moved, frozenset(pushed))
+                if nxt not in prev:
+                    prev[nxt] = (state, action)
+                    following.append(nxt)
+        frontier = following
+    return None
+
+
+def ref_random_success(text, longest):
+    """[P(a uniform random action sequence of t actions solves the puzzle, stopping when solved), t = 0..longest]."""
+    floor, targets, boxes, player = ref_room(text)
+    memo = {}
+
+    def p(state, left):
+        if state[1] == targets:
+            return 1.0
+        if left == 0:
+            return 0.0
+        if (state, left) not in memo:
+            total = 0.0
+            for action in STEP:
+                moved, pushed = ref_move(floor, state[1], state[0], action)
+                total += p((moved, frozenset(pushed)), left - 1) / 4
+            memo[(state, left)] = total
+        return memo[(state, left)]
+
+    return [p((player, boxes), t) for t in range(longest + 1)]
+
+
+def ref_verl_gae(rewards, values, first, last, gamma, lam):
+    """The pinned verl's loop: every position from the first response token to the last is a step (observation
+    tokens included); 0 outside."""
+    advantages, running = [0.0] * len(rewards), 0.0
+    for t in reversed(range(first, last + 1)):
+        next_value = values[t + 1] if t < last else 0.0
+        running = rewards[t] + gamma * next_value - values[t] + gamma * lam * running
+        advantages[t] = running
+    return advantages
+
+
+def ref_regex_parse(text, valid_actions, max_actions, require_think, delete_special=False):
+    """(thinking, actions, format_ok) by RAGEN's regular expression (quadratic, fine on short texts); with
+    delete_special, its parser's deletion of the special strings inside the answer first."""
+    pattern = r"<think>(.*?)</think>\s*<answer>(.*?)</answer>" if require_think else r"<answer>(.*?)</answer>"
+    match = re.search(pattern, text, re.DOTALL)
+    if match is None:
+        return "", [], False
+    answer = match.group(match.lastindex)
+    if delete_special:
+        for special in SPECIAL_STRINGS:
+            answer = answer.replace(special, "")
+    pieces = [p.strip() for p in answer.split("||") if p.strip()][:max_actions]
+    names = {a.lower(): a for a in valid_actions}
+    actions = [names[p.lower()] for p in pieces if p.lower() in names]
+    return (match.group(1).strip() if require_think else ""), actions, bool(actions) and len(actions) == len(pieces)
 
 
 # ---------------------------------------------------------------------------------------- the cases
@@ -311,8 +398,109 @@ def starpo_cases():
             "actor_loss": actor}
 
 
+def sokoban_puzzles(seeds, **kwargs):
+    """The env's own puzzles (the generator is the input here, not what is graded), as text."""
+    sys.path.insert(0, ROOT)
+    import envs
+    return [envs.make_env("sokoban", **kwargs).reset(seed)[0] for seed in seeds]
+
+
+def solved_puzzles(seeds, **kwargs):
+    """{"seeds", "puzzles", "paths"}: each seed's puzzle and a shortest solution ("Up Left ...")."""
+    puzzles = sokoban_puzzles(seeds, **kwargs)
+    return {"seeds": list(seeds), "puzzles": puzzles, "paths": [" ".join(ref_shortest_path(p)) for p in puzzles]}
+
+
+def some_of_each(cases, kind, most):
+    """The first `most` cases of each kind (in draw order): a few hundred varied replies instead of 20,000."""
+    seen, kept = {}, []
+    for case in cases:
+        k = kind(case)
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] <= most:
+            kept.append(case)
+    return kept
+
+
+def parser_replies(seed, atoms, count, shaped):
+    """(reply, require_think, max_actions) drawn from pieces of tags, actions and spaces; every other one shaped
+    like an answer (`shaped` gives its gap and piece counts)."""
+    rng = random.Random(seed)
+    draw = lambda n: "".join(rng.choice(atoms) for _ in range(rng.randint(0, n)))  # noqa: E731
+    out = []
+    for i in range(count):
+        text = draw(24) if i % 2 else shaped(rng, draw)
+        out.append((text, bool(i % 3), rng.randint(1, 5)))
+    return out
+
+
+LONG_REPLY_SHAPES = ["<think>", "</think>", "<think></think>", "<answer>", "</think><answer>", "<think><answer>",
+                     "</think> ", "<think>Up || ", "<", "a"]  # tests/test_envs.py's test_parse_answer_takes_linear_time
+
+
+def long_reply(shape, require_think):
+    """The shape repeated to 200 characters, then a closing pair."""
+    tail = "<think>t</think><answer>Up</answer>" if require_think else "<answer>Up</answer>"
+    return (shape * (2 ** 20 // len(shape)))[:200] + tail
+
+
+def envs_cases():
+    """tests/test_envs.py's stored numbers: shortest solutions of the generator's puzzles, and RAGEN's regular
+    expression on varied replies."""
+    atoms = ["<think>", "</think>", "<answer>", "</answer>", "<think", "answer>", "||", "Up", "left", "Jump",
+             " ", "\n", "\t", "\u00a0", "x", "<", ">"]
+    replies = parser_replies(1, atoms, 20000, lambda rng, draw: "{}<think>{}</think>{}<answer>{}</answer>{}".format(
+        draw(4), draw(4), rng.choice(["", " ", "\n "]), draw(4), draw(4)))
+    parsed = [[text, think, most, *ref_regex_parse(text, MOVES, most, think)] for text, think, most in replies]
+    return {"sokoban_6x6": solved_puzzles(range(500)),
+            "sokoban_8x8_two_boxes": solved_puzzles(range(10), dim_room=8, num_boxes=2),
+            "regex_parser": some_of_each(parsed, lambda c: (c[5], bool(c[4]), bool(c[3]), len(c[4]) == c[2]), 40),
+            "long_replies": {shape: {str(think): list(ref_regex_parse(long_reply(shape, think), MOVES, 5, think))
+                                     for think in (True, False)} for shape in LONG_REPLY_SHAPES}}
+
+
+def paper_mode_cases():
+    """tests/test_paper_mode.py's stored numbers: the pinned verl's GAE through observation tokens, and RAGEN's
+    parser with its deletions on varied replies."""
+    rng = random.Random(0)
+    mask = [[0, 1, 1, 0, 0, 1, 1, 0, 1, 0], [0, 0, 1, 0, 1, 1, 1, 1, 0, 0], [1, 0, 0, 1, 1, 0, 0, 1, 0, 1]]
+    ends = [(1, 8), (2, 7), (0, 9)]  # each row's first and last sampled token
+    values = rounded([[rng.gauss(0, 1) for _ in range(10)] for _ in range(3)])
+    rewards = [[0.0] * 10 for _ in range(3)]
+    rewards[0][8], rewards[1][7], rewards[2][9] = 2.0, -1.0, 1.0  # on each row's last sampled token
+    gae = []
+    for gamma, lam in [(0.9, 0.8), (1.0, 0.95), (1.0, 1.0)]:
+        adv = [ref_verl_gae(rewards[b], values[b], first, last, gamma, lam) for b, (first, last) in enumerate(ends)]
+        steps = [[int(first <= t <= last) for t in range(10)] for first, last in ends]
+        gae.append({"gamma": gamma, "lam": lam, "advantages": exact(adv), "returns": exact(
+            [[a + v if s else 0.0 for a, v, s in zip(*row)] for row in zip(adv, values, steps)])})
+    one_row = [0.0, 0.5, 0.2, 0.9, -0.4, 0.3, 0.0]  # the trainer's step 4 on one row: reward 1 on position 5
+    atoms = ["<think>", "</think>", "<answer>", "</answer>", "<|im_end|>", "<|im_start|>", "||", "Up", "left",
+             "Jump", " ", "\n", "x", "<", ">"]
+    replies = parser_replies(2, atoms, 20000, lambda rng, draw: "{}<think>{}</think> <answer>{}</answer>{}".format(
+        draw(3), draw(4), draw(5), draw(3)))
+    parsed = [[text, think, most, *ref_regex_parse(text, MOVES, most, think, delete_special=True)[1:],
+               ref_regex_parse(text, MOVES, most, think)[2]] for text, think, most in replies]
+    kept = some_of_each(parsed, lambda c: (c[4], c[4] != c[5], bool(c[3])), 80)
+    return {"gae": {"mask": mask, "values": values, "rewards": rewards, "cases": gae},
+            "trainer_row": {"values": one_row, "advantages": exact(ref_verl_gae([0, 0, 0, 0, 0, 1.0, 0], one_row,
+                                                                                1, 5, 0.9, 0.8))},
+            "paper_parser": [c[:5] for c in kept],  # [reply, require_think, max_actions, actions, format_ok]
+            "plain_parser_differs": sum(c[4] != c[5] for c in kept)}  # format_ok without the deletions differs
+
+
+def baselines_cases():
+    """tests/test_baselines.py's stored numbers on its evaluation seeds: the optimal solution lengths, and the
+    random policy's chance to solve within t actions for the first seeds."""
+    seeds = [1_000_000 + i for i in range(256)]
+    puzzles = sokoban_puzzles(seeds)
+    return {"seeds": seeds, "puzzles": puzzles, "shortest": [len(ref_shortest_path(p)) for p in puzzles],
+            "random_success": [exact(ref_random_success(p, 10)) for p in puzzles[:24]]}
+
+
 MAKERS = {"ex1-sokoban": ex1_cases, "ex3-token-rewards": ex3_cases, "ex4-gae": ex4_cases, "ex5-grpo": ex5_cases,
-          "ex6-policy-loss": ex6_cases, "ex7-value-loss": ex7_cases, "ex8-filter": ex8_cases, "starpo": starpo_cases}
+          "ex6-policy-loss": ex6_cases, "ex7-value-loss": ex7_cases, "ex8-filter": ex8_cases, "starpo": starpo_cases,
+          "envs": envs_cases, "paper_mode": paper_mode_cases, "baselines": baselines_cases}
 
 
 # ---------------------------------------------------------------------------------------- the solution agrees
@@ -372,6 +560,27 @@ def solution_disagreements(name, data):
         for i, c in enumerate([data["paper_ratio"], *data["every_ratio"]]):
             if starpo.select_groups_by_reward_std(t(c["rewards"]), t(c["ids"], torch.long), c["ratio"]).tolist() != c["keep"]:
                 wrong.append(f"case {i}")
+    elif name == "envs":  # tests/test_envs.py runs the solution on all of it; here the cheap part
+        for i, (text, think, most, *expected) in enumerate(data["regex_parser"]):
+            if list(envs.parse_answer(text, MOVES, most, think)) != expected:
+                wrong.append(f"regex_parser[{i}]")
+        c = data["sokoban_8x8_two_boxes"]
+        for seed, path in zip(c["seeds"], c["paths"]):
+            env = envs.make_env("sokoban", dim_room=8, num_boxes=2)
+            env.reset(seed)
+            if not [env.step(a) for a in path.split()][-1][4]["success"]:
+                wrong.append(f"sokoban_8x8_two_boxes seed {seed}")
+    elif name == "paper_mode":
+        for i, (text, think, most, actions, ok) in enumerate(data["paper_parser"]):
+            parsed = envs.parse_answer(envs.without_special_strings(text, think), MOVES, most, think)
+            if (parsed.actions, parsed.format_ok) != (actions, ok):
+                wrong.append(f"paper_parser[{i}]")
+        c = data["gae"]
+        for case in c["cases"]:
+            adv, ret = starpo.compute_gae(t(c["rewards"]), t(c["values"]), starpo.gae_steps(t(c["mask"])),
+                                          case["gamma"], case["lam"])
+            if not (close(adv, case["advantages"]) and close(ret, case["returns"])):
+                wrong.append(f"gae gamma={case['gamma']} lam={case['lam']}")
     elif name == "starpo":  # tests/test_starpo.py itself runs the solution on these; here the cheap half
         for i, c in enumerate(data["gae"]):
             adv, ret = starpo.compute_gae(t(c["rewards"]), t(c["values"]), t(c["mask"]), c["gamma"], c["lam"])
