@@ -161,3 +161,21 @@ def test_bad_input_is_one_line(argv, said, tmp_path, capsys):
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
     if "EMPTY" in argv or "config.yaml" in said:
         assert str(tmp_path) in err
+
+
+def test_the_trainer_exports_through_the_same_command(capsys):
+    """python ragen_mini.py --export ragen --config FILE prints what export.py prints, and exits 0; an unknown
+    target exits 2 with export.py's one-line message."""
+    import ragen_mini
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    BANDIT_YAML = os.path.join(root, "configs", "bandit.yaml")
+
+    assert export.main(["--to", "ragen", "--config", BANDIT_YAML]) == 0
+    expected = capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        ragen_mini.main(["--export", "ragen", "--config", BANDIT_YAML])
+    assert done.value.code == 0 and capsys.readouterr().out == expected and "python train.py" in expected
+    with pytest.raises(SystemExit) as refused:
+        ragen_mini.main(["--export", "nowhere", "--config", BANDIT_YAML])
+    assert refused.value.code == 2 and "unknown export target 'nowhere'" in capsys.readouterr().err
