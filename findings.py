@@ -31,11 +31,13 @@ from tools.compact_metrics import compact_file
 
 SOKOBAN, BANDIT, FROZENLAKE = ("configs/smollm2.yaml", "configs/smollm2-bandit.yaml",
                                "configs/smollm2-frozenlake.yaml")
-# The same budget for every run: 100 iterations, at most 28 minutes (a run that hits the limit evaluates and
-# stops); micro-batches of 16,384 tokens hold a run's memory down (the sums are the same at any micro-batch
-# size). Two runs share an 80 GB card; three ran out of memory there (StarPO-S and GRPO reserved 27.9 GiB
-# each, vanilla PPO, with its reference model, failed), so --parallel 3 wants a larger card.
-BUDGET = ["train.iterations=100", "train.time_limit_min=28", "checkpoint.every=0",
+# The same budget for every run: 40 iterations, so that methods are compared at one iteration count, and at
+# most 28 minutes (a run that hits the limit evaluates and stops; vanilla PPO, the slowest, needs about 16
+# minutes for 40 iterations with two runs to a card, after a 4-5 minute warm-up). Micro-batches of 16,384
+# tokens hold a run's memory down (the sums are the same at any micro-batch size). Two runs share an 80 GB
+# card; three ran out of memory there (StarPO-S and GRPO reserved 27.9 GiB each, vanilla PPO, with its
+# reference model, failed), so --parallel 3 wants a larger card.
+BUDGET = ["train.iterations=40", "train.time_limit_min=28", "checkpoint.every=0",
           "algo.micro_batch_tokens=16384"]
 # StarPO: no filter, a KL, clip 0.2
 VANILLA = ["algo.filter_ratio=1.0", "algo.kl_coef=0.001", "algo.clip_high=0.2"]
