@@ -314,8 +314,8 @@ def cut_at_stop(row, stop_ids):
 class Sampler:
     """What plays the episodes: the model that samples (the actor itself on the CPU, a bf16 copy of it on a
     GPU: models.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
-    is None, else the static decoder of the fast path (fast_decode.StaticDecoder, rollout.cache), built once
-    for the rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
+    is None, else the fast engine's static decoder (fast/decoder.py, rollout.engine), built once for the
+    rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
     model: torch.nn.Module
     chat: ChatFormat
     decoder: object = None
