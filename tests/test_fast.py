@@ -541,3 +541,18 @@ def test_only_models_py_imports_the_fast_package():
                 if re.search(r"^\s*(import fast\b|from fast\b)", path.read_text(encoding="utf-8"), re.M):
                     importing.append(str(path.relative_to(ROOT)))
     assert importing == ["models.py"]
+
+
+def test_compare_gives_a_checkout_from_before_the_engine_its_old_keys(tmp_path):
+    """bench/compare.py runs --bench in another checkout: one whose config.yaml has no rollout.engine (the keys
+    rollout.cache and model.compile) gets the engine in those keys; this checkout gets the overrides as given."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import compare
+    (tmp_path / "config.yaml").write_text("rollout:\n  cache: auto\nmodel:\n  compile: true\n")
+    given = ["rollout.engine=hf", "algo.micro_batch_size=8"]
+    assert compare.for_checkout(str(tmp_path), given) == ["rollout.cache=dynamic", "model.compile=false",
+                                                          "algo.micro_batch_size=8"]
+    assert compare.for_checkout(str(tmp_path), ["rollout.engine=fast"]) == ["rollout.cache=static",
+                                                                            "model.compile=true"]
+    assert compare.for_checkout(str(tmp_path), ["rollout.engine=auto"]) == []
+    assert compare.for_checkout(str(ROOT), given) == given
