@@ -388,7 +388,8 @@ def stop_after(model, trigger, stop, boost=50.0):
 
 def record_prefill(model, monkeypatch):
     """Records input_ids and attention_mask of every forward (the first one is the left-padded prefill):
-    the model's own until handle.remove(), and the static decoder's fast.decoder.forward until the test ends."""
+    the model's own until handle.remove(), and the static decoder's fast.decoder.forward until the test
+    ends."""
     seen = []
 
     def pre_hook(module, args, kwargs):

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,7 +43,8 @@ from test_trainer import SMALL as SMALL_RUN  # noqa: E402
 
 
 def prefills(monkeypatch):
-    """Records (first slot, width, window) of every fast.decoder.forward that feeds more than one token per row."""
+    """Records (first slot, width, window) of every fast.decoder.forward that feeds more than one token per
+    row."""
     seen, real = [], fast.decoder.forward
 
     def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
@@ -77,7 +79,8 @@ def replies_of(trajectory):
 
 
 def llama_like(actor):
-    """A random-init Llama model of the tiny model's size: no biases in q, k, v, another RoPE base (SmolLM2's)."""
+    """A random-init Llama model of the tiny model's size: no biases in q, k, v, another RoPE base
+    (SmolLM2's)."""
     c = actor.config
     torch.manual_seed(1)
     return LlamaForCausalLM(LlamaConfig(
@@ -87,21 +90,25 @@ def llama_like(actor):
 
 
 @pytest.mark.parametrize("family, max_context", [("qwen2", 1024), ("qwen2", 785), ("llama", 785)])
-def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family, max_context, monkeypatch):
+def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family,
+                                                                                  max_context, monkeypatch):
     """Sokoban, 5 turns of up to 12 tokens, 10 trajectories in a decoder of 12 rows (2 spare). Some
     replies stop early (their padding slots must be masked), and with max_context=785 trajectories end at
     different turns (the live rows become a subsequence) and the slots run out (the cache starts afresh):
     the conversations reach 770-807 tokens, and the padding of early stops makes the slots fill faster.
     The decoder runs the layers itself (fast.decoder.forward), for Qwen2 and Llama models."""
     tok, actor = tok_actor
-    cfg = ns("env.name=sokoban", "env.max_turns=5", "rollout.max_new_tokens=12", f"rollout.max_context={max_context}")
+    cfg = ns("env.name=sokoban", "env.max_turns=5", "rollout.max_new_tokens=12",
+             f"rollout.max_context={max_context}")
     model = sharpened(actor if family == "qwen2" else llama_like(actor), tok, eos_boost=1.0)
     chat = chat_of(tok)
     seeds = list(range(10))
-    expected = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0), chat, cfg, seeds, seeds)
+    plain = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)
+    expected = rollout.play_episodes(plain, chat, cfg, seeds, seeds)
     decoder = fast.decoder.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
     seen = prefills(monkeypatch)
-    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg, seeds, seeds)
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg,
+                                seeds, seeds)
     assert [t.ids for t in got] == [t.ids for t in expected]
     assert [t.sampled for t in got] == [t.sampled for t in expected]
     turns = [len(t.turns) for t in expected]
@@ -118,10 +125,12 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     else:
         assert len(set(turns)) > 1  # trajectories ended at different turns
         assert any(start == 0 for start, _, _ in seen[1:])  # and the cache started afresh at least once
-    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of 256 slots
+    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of 256
+    # slots
     # (or all the slots), each window holding its block
     assert all(width % 32 == 0 or width == max_context - 12 for _, width, _ in seen)
-    assert all((window % 256 == 0 or window == max_context) and window >= start + width for start, width, window in seen)
+    assert all((window % 256 == 0 or window == max_context) and window >= start + width
+               for start, width, window in seen)
 
 
 def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
@@ -132,7 +141,8 @@ def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
     model = sharpened(actor, tok)
     chat = chat_of(tok)
     decoder = fast.decoder.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
-    first = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg, [1, 2], [1, 2])
+    policy = rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)
+    first = rollout.play_episodes(policy, chat, cfg, [1, 2], [1, 2])
     with torch.no_grad():
         for param in model.parameters():
             param.mul_(1.5)
@@ -183,7 +193,8 @@ def test_fuse_computes_what_the_separate_layers_did_and_keeps_their_parameters()
         layers[2].weight.copy_(torch.ones(2, 4))
     assert weight[6:].tolist() == again[6:].tolist() == [[1.0] * 4] * 2
     swapped, _ = fast.decoder.fuse([layers[2], layers[1]])  # other blocks in another order: fused anew
-    assert swapped.data_ptr() != weight.data_ptr() and torch.equal(swapped, torch.cat([layers[2].weight, layers[1].weight]))
+    assert swapped.data_ptr() != weight.data_ptr()
+    assert torch.equal(swapped, torch.cat([layers[2].weight, layers[1].weight]))
 
 
 def test_a_fused_layer_trains_as_the_unfused_one():
@@ -209,8 +220,8 @@ def test_a_fused_layer_trains_as_the_unfused_one():
 
 def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor, capsys):
     """GPT-2 has no Llama layers: rollout.engine=fast names the key and what to set instead, and the decoder
-    itself refuses it; rollout.engine=auto on a GPU samples it with generate() and says so, as rollout.engine=hf
-    does everywhere."""
+    itself refuses it; rollout.engine=auto on a GPU samples it with generate() and says so, as
+    rollout.engine=hf does everywhere."""
     tok, _ = tok_actor
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2,
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
@@ -230,12 +241,15 @@ SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_lay
 ACCEPTED = {  # what each configuration exercises
     "qwen2 q/k/v biases": ("qwen2", {}),
     "qwen2 G = H, untied LM head": ("qwen2", dict(num_key_value_heads=4, tie_word_embeddings=False)),
-    "llama G = 1, head_dim 32 != 64/4, biases": ("llama", dict(num_key_value_heads=1, head_dim=32, attention_bias=True, mlp_bias=True)),
-    "llama rope llama3": ("llama", dict(rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
-                                                             high_freq_factor=4.0, original_max_position_embeddings=16))),
+    "llama G = 1, head_dim 32 != 64/4, biases": ("llama", dict(num_key_value_heads=1, head_dim=32,
+                                                               attention_bias=True, mlp_bias=True)),
+    "llama rope llama3": ("llama", dict(rope_parameters=dict(
+        rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+        original_max_position_embeddings=16))),
     "llama rope yarn": ("llama", dict(rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
                                                            original_max_position_embeddings=16))),
-    "llama rope linear": ("llama", dict(rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0))),
+    "llama rope linear": ("llama", dict(rope_parameters=dict(rope_type="linear", rope_theta=10000.0,
+                                                             factor=2.0))),
 }
 
 
@@ -260,7 +274,8 @@ def test_forward_gives_the_models_own_logits(name):
     model = small_model(*ACCEPTED[name])
     assert fast.decoder.unsupported(model) is None
     L = 16
-    decoder = fast.decoder.StaticDecoder(model, 3, ns(f"rollout.max_context={L}"), [0], 0)  # its fused weights and cache
+    # its fused weights and cache
+    decoder = fast.decoder.StaticDecoder(model, 3, ns(f"rollout.max_context={L}"), [0], 0)
     fused, keys, values = decoder.fused, decoder.keys, decoder.values
     generator = torch.Generator().manual_seed(1)
     rows = [torch.randint(1, 97, (n,), generator=generator).tolist() for n in (3, 7, 5)]
@@ -277,11 +292,13 @@ def test_forward_gives_the_models_own_logits(name):
             rows = [row + [int(t)] for row, t in zip(rows, token)]
             mask[:, slot] = 1
             position = torch.tensor([[len(row) - 1] for row in rows])
-            logits = fast.decoder.forward(model, fused, keys, values, token[:, None], position, torch.tensor([slot]), mask, slot + 1)
+            logits = fast.decoder.forward(model, fused, keys, values, token[:, None], position,
+                                          torch.tensor([slot]), mask, slot + 1)
 
 
 @pytest.mark.parametrize("name, extra, why", [
-    ("rope dynamic", dict(rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)), "RoPE type dynamic"),
+    ("rope dynamic", dict(rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)),
+     "RoPE type dynamic"),
     ("sliding window", dict(use_sliding_window=True, sliding_window=8), "sliding-window")])
 def test_configurations_the_forward_cannot_follow_are_refused(name, extra, why):
     """Dynamic RoPE rescales its angles with the context length (a branch on data, which a captured step
@@ -295,31 +312,33 @@ def test_the_decoding_step_traces_as_one_graph(name):
     without code generation (the eager backend), so a construct that breaks the graph fails on the CPU too."""
     model = small_model(*ACCEPTED[name])
     decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
-    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys, decoder.values),
-                         fullgraph=True, backend="eager")
+    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
+                                           decoder.values), fullgraph=True, backend="eager")
     zeros = torch.zeros((2, 1), dtype=torch.long)
     with torch.no_grad():
-        token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
+        token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0),
+                     torch.tensor([0]), torch.tensor(True))
     assert token.shape == (2,)
 
 
 def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache():
-    """The decoder passes each turn's window, a multiple of WINDOW_STEP up to rollout.max_context, to its compiled
-    step. torch.compile specialises on the first window, then compiles once for any window; a window that took a
-    whole cache tensor (a slice of every slot) would compile a third time, in the middle of a run (about 40 s for
-    SmolLM2, docs/performance.md, set 26). Traced with a backend that counts the graphs it is given."""
+    """The decoder passes each turn's window, a multiple of WINDOW_STEP up to rollout.max_context, to its
+    compiled step. torch.compile specialises on the first window, then compiles once for any window; a window
+    that took a whole cache tensor (a slice of every slot) would compile a third time, in the middle of a run.
+    Traced with a backend that counts the graphs it is given."""
     torch._dynamo.reset()  # what other tests compiled of the same code would count as earlier windows
     model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
     decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
     graphs, counting_backend = graph_counter()
-    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys, decoder.values),
-                         fullgraph=True, backend=counting_backend)
+    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
+                                           decoder.values), fullgraph=True, backend=counting_backend)
     zeros = torch.zeros((2, 1), dtype=torch.long)
     with torch.no_grad():
         for window in (8, 16, 24, 32):  # 32 = rollout.max_context: every slot the decoder may use
             decoder.mask[:, :window] = 1
             slot = torch.tensor([window - 1])
-            step(zeros, zeros, slot, decoder.mask, window, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
+            step(zeros, zeros, slot, decoder.mask, window, torch.tensor(1.0), torch.tensor([0]),
+                 torch.tensor(True))
     assert len(graphs) == 2
 
 
@@ -333,17 +352,17 @@ def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
     graphs, counting_backend = graph_counter()
     layer = torch.compile(fast.decoder.decoder_layer, fullgraph=True, dynamic=True, backend=counting_backend)
     generator = torch.Generator().manual_seed(0)
-    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6), (23, 9)):  # a first turn, then turns that continue the
-        # cache, the last up to its last slot
+    # a first turn, then turns that continue the cache, the last up to its last slot
+    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6), (23, 9)):
         ids = torch.randint(1, 97, (2, width), generator=generator)
         positions = torch.arange(start, start + width).expand(2, width)
         slots = torch.arange(start, start + width)
         decoder.mask[:, start:start + width] = 1
         with torch.no_grad():
-            compiled = fast.decoder.forward(model, decoder.fused, decoder.keys, decoder.values, ids, positions, slots,
-                                           decoder.mask, start + width, layer)
-            plain = fast.decoder.forward(model, decoder.fused, decoder.keys, decoder.values, ids, positions, slots,
-                                        decoder.mask, start + width)
+            cache = (decoder.fused, decoder.keys, decoder.values)
+            compiled = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width,
+                                            layer)
+            plain = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width)
         torch.testing.assert_close(compiled, plain)
     # the first turn's graph takes the window to be the width (they are equal there); one more for the rest
     assert len(model.model.layers) == 2 and len(graphs) == 2
@@ -399,17 +418,19 @@ def test_the_fast_gae_equals_compute_gae_on_random_multi_turn_batches(seed):
     r, v = torch.tensor(rng.normal(size=(B, T))), torch.tensor(rng.normal(size=(B, T)))
     mask = torch.tensor(multi_turn_mask(rng, B, T))
     gamma, lam = 0.99, 0.9
-    for got, expected in zip(fast.compute_gae(r, v, mask, gamma, lam), starpo.compute_gae(r, v, mask, gamma, lam)):
-        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    expected = starpo.compute_gae(r, v, mask, gamma, lam)
+    for got, want in zip(fast.compute_gae(r, v, mask, gamma, lam), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("width", [5, 8, 13])
 def test_the_padded_forward_gives_the_hidden_states_and_gradients_of_the_plain_one(width):
-    """padded_forward (fast/compile.py) pads the trainer's rows to a multiple of 8 and cuts the hidden states back:
-    they and the weights' gradients equal those of the backbone's own forward on the unpadded rows."""
+    """padded_forward (fast/compile.py) pads the trainer's rows to a multiple of 8 and cuts the hidden states
+    back: they and the weights' gradients equal those of the backbone's own forward on the unpadded rows."""
     plain, padded = small_model(*ACCEPTED["qwen2 q/k/v biases"]), small_model(*ACCEPTED["qwen2 q/k/v biases"])
     backbone = padded.model
-    backbone.forward = functools.partial(fast.compile.padded_forward, type(backbone).forward.__get__(backbone))
+    own_forward = type(backbone).forward.__get__(backbone)
+    backbone.forward = functools.partial(fast.compile.padded_forward, own_forward)
     ids = torch.randint(1, 97, (3, width), generator=torch.Generator().manual_seed(width))
     hidden = []
     for model in (plain, padded):
@@ -505,9 +526,11 @@ def test_auto_is_the_readable_path_on_the_cpu_and_fast_on_a_gpu(tok_actor):
 
 
 @pytest.mark.parametrize("old, said", [
-    ("rollout.cache=static", "'rollout.cache' is no longer a config key; use rollout.engine (auto | hf | fast): "
-                             "rollout.cache=static is rollout.engine=fast, dynamic is hf"),
-    ("model.compile=false", "'model.compile' is no longer a config key; use rollout.engine (auto | hf | fast)")])
+    ("rollout.cache=static", "'rollout.cache' is no longer a config key; use rollout.engine (auto | hf | "
+                             "fast): rollout.cache=static is rollout.engine=fast, dynamic is hf"),
+    ("model.compile=false", "'model.compile' is no longer a config key; use rollout.engine "
+                            "(auto | hf | fast)"),
+])
 def test_an_old_key_names_the_new_one(old, said, tmp_path):
     """The keys rollout.engine replaced, on the command line, in a config file and in an old run folder's
     config.yaml: each refusal names the old key and rollout.engine."""
@@ -534,7 +557,8 @@ def test_only_models_py_imports_the_fast_package():
     tests and the benchmarks use it as a package, and are not counted."""
     importing = []
     for folder, subfolders, files in os.walk(ROOT):
-        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in ("fast", "tests", "bench")]
+        skipped = ("fast", "tests", "bench")
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in skipped]
         for name in files:
             if name.endswith(".py"):
                 path = Path(folder) / name
@@ -544,8 +568,9 @@ def test_only_models_py_imports_the_fast_package():
 
 
 def test_compare_gives_a_checkout_from_before_the_engine_its_old_keys(tmp_path):
-    """bench/compare.py runs --bench in another checkout: one whose config.yaml has no rollout.engine (the keys
-    rollout.cache and model.compile) gets the engine in those keys; this checkout gets the overrides as given."""
+    """bench/compare.py runs --bench in another checkout: one whose config.yaml has no rollout.engine (the
+    keys rollout.cache and model.compile) gets the engine in those keys; this checkout gets the overrides as
+    given."""
     sys.path.insert(0, str(ROOT / "bench"))
     import compare
     (tmp_path / "config.yaml").write_text("rollout:\n  cache: auto\nmodel:\n  compile: true\n")

@@ -459,7 +459,8 @@ def test_rollout_masks_with_llm_policy(tok_actor):
 def test_sampling_is_exactly_softmax_over_temperature(tok_actor, engine):
     """Two contexts of different lengths in one left-padded batch, one sampled token each."""
     tok, actor = tok_actor
-    cfg = ns("rollout.max_new_tokens=1", "rollout.min_new_tokens=0", f"rollout.engine={engine}", "rollout.max_context=32")
+    cfg = ns("rollout.max_new_tokens=1", "rollout.min_new_tokens=0", f"rollout.engine={engine}",
+             "rollout.max_context=32")
     model = sharpened(actor)  # peaky, context-dependent logits, plus 12 favoured tokens:
     V = len(tok)
     chosen = torch.randperm(V, generator=torch.Generator().manual_seed(1))[:12]
@@ -536,7 +537,8 @@ def test_greedy_turn_matches_a_plain_decoding_loop(tok_actor, engine, min_new_to
     """llm_policy at T=0 on a left-padded batch = argmax of plain unpadded forwards, token by token,
     stopping after the first <|im_end|> (never before min_new_tokens) or at max_new_tokens."""
     tok, actor = tok_actor
-    cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=8", f"rollout.min_new_tokens={min_new_tokens}",
+    cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=8",
+             f"rollout.min_new_tokens={min_new_tokens}",
              "rollout.max_context=64")
     model = sharpened(actor, tok, eos_boost=2.0)
     rng = random.Random(0)
@@ -970,12 +972,12 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["hf", "fast"])
-def test_the_cycle_collector_is_frozen_once_after_the_first_iteration_and_thawed_at_the_end(tmp_path, monkeypatch,
-                                                                                              engine):
-    """With the fast engine train() freezes what exists after its first iteration (the models, compiled code) out
-    of Python's full collections, once, before that iteration's metrics are written, and unfreezes it when it
-    returns: a caller that trains twice in one process (a notebook, a test) must not keep the first run's cyclic
-    garbage for good. The readable path (hf) leaves the collector alone."""
+def test_the_cycle_collector_is_frozen_once_after_the_first_iteration_and_thawed_at_the_end(
+        tmp_path, monkeypatch, engine):
+    """With the fast engine train() freezes what exists after its first iteration (the models, compiled
+    code) out of Python's full collections, once, before that iteration's metrics are written, and unfreezes
+    it when it returns: a caller that trains twice in one process (a notebook, a test) must not keep the first
+    run's cyclic garbage for good. The readable path (hf) leaves the collector alone."""
     freezes, real_freeze = [], gc.freeze
 
     def recording_freeze():
@@ -1442,7 +1444,8 @@ def test_bench_prints_one_json_line(tmp_path, capsys):
 def test_gradient_checkpointing_keeps_generation_intact(tmp_path, engine):
     """On the CPU the sampler is the actor; in train mode gradient checkpointing would drop the KV cache
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
-    cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.engine={engine}", "rollout.max_new_tokens=6"))
+    cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.engine={engine}",
+                                        "rollout.max_new_tokens=6"))
     tokenizer, actor = ragen_mini.load_models(cfg, CPU)
     contexts = [rollout.play_episodes(rollout.random_policy(chat_of(tokenizer), cfg, random.Random(0)), chat_of(tokenizer), cfg,
                                 [s], [s])[0].ids[:60 + 9 * s] for s in range(3)]
