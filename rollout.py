@@ -473,9 +473,10 @@ def thought_length(reply_ids, tokenizer):
     """How many of a reply's first tokens are its thought: those before the first token that holds "<" (the
     closing tag; a thought of the own-thoughts teacher holds none), less the blank tokens just before it.
     -> int; the whole reply, less its trailing blanks, when no token holds "<" (a reply cut by
-    max_new_tokens). A thought that writes "<" itself ("x<y") counts up to there."""
-    tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))
-    end = next((i for i, token in enumerate(tokens) if "<" in token), len(tokens))
+    max_new_tokens). A thought that writes "<" itself ("x<y") counts up to there. An id the tokenizer does not
+    know holds no "<" (a model may have more embedding rows than its tokenizer has tokens, as Qwen2.5 has)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))  # None for an id it does not know
+    end = next((i for i, token in enumerate(tokens) if token and "<" in token), len(tokens))
     while end > 0 and not tokenizer.decode(reply_ids[end - 1:end]).strip():
         end -= 1
     return end
