@@ -70,6 +70,15 @@ RANGES = {
 }
 
 
+# Keys of earlier versions -> what to set instead, said when a config still gives one
+REPLACED = {
+    "rollout.cache": "rollout.engine (auto | hf | fast): rollout.cache=static is rollout.engine=fast, "
+                     "dynamic is hf",
+    "model.compile": "rollout.engine (auto | hf | fast): the fast engine compiles the layers on a GPU, "
+                     "rollout.engine=hf runs them eager",
+}
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """YAML that refuses a key given twice in one mapping: plain YAML keeps the last, so a second `algo:`
     section would silently replace the first one's keys."""
@@ -95,6 +104,8 @@ def _set_key(cfg, schema, dotted, value, source):
     for part in sections + [key]:
         if isinstance(spec, dict) and spec.get(part) == {} and part == "kwargs" and part != key:
             raise ConfigError(f"{source}: give env keywords as one mapping: env.kwargs={{name: value}}")
+        if dotted in REPLACED:
+            raise ConfigError(f"{source}: '{dotted}' is no longer a config key; use {REPLACED[dotted]}")
         if not isinstance(spec, dict) or part not in spec:
             valid = sorted(_flat_keys(schema))
             hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
@@ -168,6 +179,10 @@ def load_run_config(run_dir, overrides=()):
     not change what the checkpoint was built with."""
     path = os.path.join(run_dir, "config.yaml")
     saved = read_config_file(path)
+    replaced = [key for key in _flat_keys(saved) if key in REPLACED]
+    if replaced:
+        raise ConfigError(f"{path} was written by an earlier ragen-mini: '{replaced[0]}' is no longer a "
+                          f"config key; use {REPLACED[replaced[0]]} (edit the file)")
     missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)))
     if missing:
         raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run "
@@ -247,7 +262,7 @@ def check_config(cfg):
         (a["train_tokens"] in ("sampled", "after_system"),
          "algo.train_tokens must be sampled or after_system"),
         (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
-        (r["cache"] in ("auto", "dynamic", "static"), "rollout.cache must be auto, dynamic or static"),
+        (r["engine"] in ("auto", "hf", "fast"), "rollout.engine must be auto, hf or fast"),
         (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
         (a["micro_batch_size"] <= a["mini_batch_size"], "need algo.micro_batch_size <= algo.mini_batch_size"),

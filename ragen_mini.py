@@ -18,13 +18,12 @@ One iteration of StarPO (the paper's Figure 2), top to bottom in `train()`:
 This file reads in that order: train(), then each step's functions, then a marked section a reader may skip
 (setup, the format warm-up, evaluation and checkpoints, the command line). The algorithms live in starpo.py,
 the environments in envs.py. config.py reads and checks the config, models.py loads the LLM and builds the
-critic and the sampler, rollout.py plays the multi-turn conversations, fast_decode.py is the GPU fast path of
-the rollout, tiny.py the in-process model, plots.py the plots, bookkeeping.py the metrics, evaluation,
-checkpoints, run folder and resume.
+critic and the sampler, rollout.py plays the multi-turn conversations, tiny.py the in-process model, plots.py
+the plots, bookkeeping.py the metrics, evaluation, checkpoints, run folder and resume. The optional package
+fast/ computes the same numbers faster on a GPU (rollout.engine); every function here reads without it.
 """
 import argparse
 import copy
-import gc
 import json
 import os
 import random
@@ -39,7 +38,6 @@ import torch
 import transformers
 import yaml
 from tqdm import tqdm
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AutoModelForCausalLM
 
 import export
@@ -51,9 +49,7 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, 
                          load_state, open_run_folder, release_lock, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
-from fast_decode import rounded_up
-from models import (Critic, build_critic, build_sampler, compile_layers, copy_weights, load_models,
-                    train_device)
+from models import Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models, train_device
 from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy,
                      play_episodes, random_policy, reply_spans, thought_length, without_thoughts)
 
@@ -106,13 +102,14 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
                               run.optimizers.get("critic"), cfg, run.device, run.generator))
         copy_weights(run.actor, run.sampler.model)
         metrics["perf/update_s"] = clock.lap()
-        if iteration == run.start:  # what lives to the end (models, compiled code) leaves the cycle
-            gc.freeze()             # collector's full passes, which walk every object the run holds
+        if iteration == run.start and ENGINE:
+            ENGINE.freeze_collector()  # what lives to the end leaves the cycle collector's passes
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
     release_lock(run.run_dir)
-    gc.unfreeze()  # what the run leaves behind may be collected again
+    if ENGINE:
+        ENGINE.release_collector()
     if not bench:
         print(run_summary(run.run_dir, time.time() - run.started))
     return run.run_dir
@@ -173,13 +170,11 @@ class Batch:
 
 
 def collate(trajectories, pad_id, device, train_from=None):
-    """Right-pad the kept trajectories into a Batch whose width is a multiple of WIDTH_STEP, filled in numpy
-    (as rollout.left_pad; a torch.tensor per row is about 6x slower). train_from=k (the paper's code,
-    algo.train_tokens=after_system, docs/paper.md §9.1): the losses cover every token from index k on, not
-    only the sampled ones."""
+    """Right-pad the kept trajectories into a Batch, filled in numpy (as rollout.left_pad; a torch.tensor per
+    row is several times slower). train_from=k (the paper's code, algo.train_tokens=after_system,
+    docs/paper.md §9.1): the losses cover every token from index k on, not only the sampled ones."""
     lengths = np.array([len(t.ids) for t in trajectories])  # (B,)
-    input_ids = np.full((len(trajectories), rounded_up(lengths.max(), WIDTH_STEP)), pad_id,
-                        dtype=np.int64)  # (B, T)
+    input_ids = np.full((len(trajectories), lengths.max()), pad_id, dtype=np.int64)  # (B, T)
     sampled = np.zeros(input_ids.shape, dtype=np.float32)  # (B, T)
     for i, t in enumerate(trajectories):
         input_ids[i, :len(t.ids)], sampled[i, :len(t.ids)] = t.ids, t.sampled
@@ -209,16 +204,15 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
 
 
 def micro_batches(batch, indices, cfg):
-    """Consecutive slices of `indices`, each trimmed to its longest row rounded up to WIDTH_STEP (a crop,
-    thanks to right padding): -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has
+    """Consecutive slices of `indices`, each trimmed to its longest row (a crop, thanks to right padding):
+    -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has
     fewer than algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its
     activations scale with, stays within it: long contexts get fewer rows, and memory stays bounded. A longer
     row goes alone.
     Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then
     [1200, 800]."""
     size, max_tokens = cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens
-    # one host transfer
-    lengths = [rounded_up(n, WIDTH_STEP) for n in batch.attention_mask[indices].sum(-1).tolist()]
+    lengths = batch.attention_mask[indices].sum(-1).tolist()  # one host transfer
     slices, start = [], 0
     while start < len(indices):
         end, width = start + 1, lengths[start]
@@ -239,9 +233,8 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
     only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
     recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
     (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
-    five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them.
-    On a GPU the arithmetic after the LM head is compiled into a few fused passes over the bf16 logits;
-    torch.compile keeps its code with the function, so this compiles once.
+    five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them (the
+    fast engine compiles them into a few, fast/compile.py).
     """
     temperature, chunk = (cfg.rollout.temperature if temperature is None else temperature,
                           cfg.algo.logits_chunk)
@@ -250,8 +243,7 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
         at = response_mask.bool()
         flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
         lm_head = actor.get_output_embeddings()
-        logprob_and_entropy = (torch.compile(starpo.logprob_and_entropy, dynamic=True) if hidden.is_cuda
-                               else starpo.logprob_and_entropy)
+        logprob_and_entropy = ENGINE.logprob_and_entropy if ENGINE else starpo.logprob_and_entropy
 
         def chunk_fn(h, y):
             return logprob_and_entropy(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
@@ -281,21 +273,14 @@ def hidden_states(backbone, input_ids):
     """(b, T, H) last hidden states of right-padded rows, with no attention mask: a row's pads all come after
     its last token, so causal attention alone hides them from the real tokens (the pads' own outputs are never
     read) and positions from 0 are right (the left-padded rollout needs both, docs/paper.md §7.3); a mask
-    would cost the fused causal kernel. No KV cache: one indexed by layer would make each compiled layer its
-    own graph (models.compile_layers). Flash attention, not cuDNN's: cuDNN plans each new width on the host,
-    and micro-batch widths keep changing."""
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
+    would cost the fused causal kernel. One forward over whole rows needs no KV cache."""
+    return backbone(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
 def autocast(device):
     """bf16 matmuls on the GPU, float32 weights and losses (tiny updates like 1e-6 survive in float32)."""
     return (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
             else torch.autocast("cpu", enabled=False))
-
-
-WIDTH_STEP = 8  # scoring's and update's widths are multiples of it: compiled layers treat a multiple of 8
-#                 apart (aligned rows), so a first width of the other kind would compile them again
 
 
 # ======================================================================================================
@@ -310,15 +295,8 @@ def compute_advantages(batch, cfg):
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
         steps = configured_gae_steps(mask, cfg)  # (B, T-1) GAE's time steps
-        # speed: GAE's loop is ten small operations per step, each a kernel launch on a GPU; it runs on CPU
-        # copies instead, over each row's steps packed together (the same numbers)
-        if mask.is_cuda:
-            on_cpu = (x.cpu() for x in (token_rewards, batch.values, steps))
-            advantages, returns = (x.to(mask.device) for x in
-                                   starpo.compute_gae_packed(*on_cpu, cfg.algo.gamma, cfg.algo.lam))
-        else:
-            advantages, returns = starpo.compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma,
-                                                     cfg.algo.lam)
+        compute_gae = ENGINE.compute_gae if ENGINE else starpo.compute_gae  # fast/gae.py: the same numbers
+        advantages, returns = compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
     else:
@@ -457,17 +435,23 @@ def setup(cfg_dict, resume_dir):
         raise
 
 
+ENGINE = None  # the fast package (fast/) while rollout.engine switches it on (load_policy), else None
+
+
 def load_policy(cfg, saved_actor=None):
     """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder,
     when given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler
-    that plays the episodes. -> (device, actor, sampler); the chat format is sampler.chat"""
+    that plays the episodes. Sets ENGINE for the run (models.fast_engine reads rollout.engine).
+    -> (device, actor, sampler); the chat format is sampler.chat"""
+    global ENGINE
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, saved_actor)
     if saved_actor:
         check_finite_weights(actor, saved_actor)
     chat = chat_format(tokenizer, actor.generation_config)
-    return device, actor, build_sampler(actor, chat, cfg, device)
+    ENGINE = fast_engine(cfg, actor, device)
+    return device, actor, build_sampler(actor, chat, cfg, device, ENGINE)
 
 
 def build_run(cfg_dict, run_dir, resume_dir):
@@ -502,8 +486,9 @@ def build_run(cfg_dict, run_dir, resume_dir):
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
-    if cfg.model.compile and device.type == "cuda":  # after every copy; the sampler decodes with its own
-        compile_layers(actor.base_model, critic and critic.backbone, reference and reference.base_model)
+    if ENGINE:  # after every copy (a copy would share the compiled code); the sampler decodes with its own
+        ENGINE.compile_for_training(actor.base_model, critic and critic.backbone,
+                                    reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay,
                                           fused=fused)
@@ -521,7 +506,7 @@ def build_run(cfg_dict, run_dir, resume_dir):
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} "
                    f"train.iterations={2 * cfg.train.iterations}")
-    if device.type == "cuda" and (cfg.model.compile or sampler.decoder is not None):
+    if device.type == "cuda" and ENGINE:
         tqdm.write("the first evaluation and iteration compile the decoder and the layers "
                    "(2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:

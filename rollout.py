@@ -314,8 +314,8 @@ def cut_at_stop(row, stop_ids):
 class Sampler:
     """What plays the episodes: the model that samples (the actor itself on the CPU, a bf16 copy of it on a
     GPU: models.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
-    is None, else the static decoder of the fast path (fast_decode.StaticDecoder, rollout.cache), built once
-    for the rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
+    is None, else the fast engine's static decoder (fast/decoder.py, rollout.engine), built once for the
+    rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
     model: torch.nn.Module
     chat: ChatFormat
     decoder: object = None
@@ -473,9 +473,10 @@ def thought_length(reply_ids, tokenizer):
     """How many of a reply's first tokens are its thought: those before the first token that holds "<" (the
     closing tag; a thought of the own-thoughts teacher holds none), less the blank tokens just before it.
     -> int; the whole reply, less its trailing blanks, when no token holds "<" (a reply cut by
-    max_new_tokens). A thought that writes "<" itself ("x<y") counts up to there."""
-    tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))
-    end = next((i for i, token in enumerate(tokens) if "<" in token), len(tokens))
+    max_new_tokens). A thought that writes "<" itself ("x<y") counts up to there. An id the tokenizer does not
+    know holds no "<" (a model may have more embedding rows than its tokenizer has tokens, as Qwen2.5 has)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(reply_ids))  # None for an id it does not know
+    end = next((i for i, token in enumerate(tokens) if token and "<" in token), len(tokens))
     while end > 0 and not tokenizer.decode(reply_ids[end - 1:end]).strip():
         end -= 1
     return end

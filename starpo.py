@@ -8,7 +8,7 @@ one token sequence. Every function here works on that flattened sequence: per-to
 prompt, observation and padding tokens (only the model's own tokens are trained, docs/paper.md §7.7).
 
 Paper idea                                                   -> function
-StarPO, PPO variant: critic + token-level GAE                -> compute_gae (run by compute_gae_packed), value_loss
+StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
 StarPO, GRPO variant: reward normalised within a seed's group -> compute_grpo_advantages
 PPO clipped surrogate for the policy                         -> policy_loss
 StarPO-S clip-higher / decoupled clipping (DAPO), Finding 5  -> policy_loss(clip_low, clip_high)
@@ -117,29 +117,6 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     # END SOLUTION
 
 
-def compute_gae_packed(token_rewards, values, response_mask, gamma, lam):
-    """compute_gae with each row's time steps moved to the left first: the same numbers, but its loop runs
-    over the most steps a row has instead of over all T tokens. compute_gae passes over the positions
-    between steps, so removing them changes nothing. A tiny-model Sokoban trajectory samples about 60 of
-    its 870 tokens, and its batch goes from 870 loop rounds to about 90.
-
-        mask  [[1, 0, 0, 1, 1]] -> step positions [[0, 3, 4]]: compute_gae on the (B, 3) gathered
-        rewards and values, and the results are written back to columns 0, 3 and 4 (0 elsewhere).
-    >>> args = torch.tensor([[0., 0., 0., 1.]]), torch.tensor([[.5, .6, 9., .8]]), torch.tensor([[1., 1., 0., 1.]])
-    >>> compute_gae_packed(*args, gamma=1.0, lam=1.0)[0]  # compute_gae's worked example
-    tensor([[0.5000, 0.4000, 0.0000, 0.2000]])
-    """
-    is_step = response_mask.bool()  # (B, T)
-    most = int(is_step.sum(1).max()) if is_step.numel() else 0  # S
-    # a stable sort of "is not a step" puts each row's step positions first, in their order
-    where = torch.argsort((~is_step).to(torch.uint8), dim=1, stable=True)[:, :most]  # (B, S)
-    advantages, returns = compute_gae(token_rewards.gather(1, where), values.gather(1, where),
-                                      is_step.gather(1, where), gamma, lam)  # (B, S) each, 0 past a row's steps
-    # every row's positions are distinct, so each column is written once
-    return (torch.zeros_like(token_rewards).scatter(1, where, advantages),
-            torch.zeros_like(token_rewards).scatter(1, where, returns))
-
-
 def gae_steps(response_mask):
     """The paper's code's GAE time steps (docs/paper.md §9.5): every token from a trajectory's first
     sampled token to its last, the env's tokens between them included, where compute_gae alone steps
@@ -226,7 +203,8 @@ def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_nor
     if cfg.entropy_coef > 0:
         loss = loss - cfg.entropy_coef * _aggregate(entropy, response_mask, loss_normalizer)
     if cfg.kl_coef > 0 and cfg.estimator == "grpo":
-        loss = loss + cfg.kl_coef * _aggregate(kl_estimate(logp, ref_logp, cfg.grpo_kl), response_mask, loss_normalizer)
+        kl = kl_estimate(logp, ref_logp, cfg.grpo_kl)
+        loss = loss + cfg.kl_coef * _aggregate(kl, response_mask, loss_normalizer)
     metrics.update(policy_loss=pg_loss.detach(), entropy=masked_mean(entropy.detach(), response_mask))
     return loss, metrics
 
@@ -237,7 +215,8 @@ def explained_variance(returns, values, response_mask):
     stuck near 0 while the policy trains is StarPO's PPO variant running blind.
 
     >>> mask = torch.ones(1, 4)
-    >>> explained_variance(torch.tensor([[1., 2., 3., 4.]]), torch.tensor([[1., 2., 3., 5.]]), mask)  # 1 - .1875/1.25
+    >>> returns, values = torch.tensor([[1., 2., 3., 4.]]), torch.tensor([[1., 2., 3., 5.]])
+    >>> explained_variance(returns, values, mask)  # 1 - .1875/1.25
     tensor(0.8500)
     """
     residual = returns - values
@@ -373,11 +352,13 @@ def logprob_and_entropy(logits, targets, temperature, with_entropy=True):
     """The trainer's per-token numbers from one row of logits per response token: log pi(target) and
     the entropy, both of softmax(logits / T). (n, V) logits, (n,) targets -> two (n,) float32 (the
     entropy is zeros without with_entropy). T is the sampler's temperature: the PPO ratio must compare
-    the very distribution that sampled (docs/paper.md §7.1). log pi = z_target - logsumexp(z), z = logits / T.
+    the very distribution that sampled (docs/paper.md §7.1).
+    log pi = z_target - logsumexp(z), z = logits / T.
 
     Row 1: uniform over 4 tokens. Row 2 at T = 2: z = (1, 0, 0, 0), logsumexp(z) = log(e + 3) = 1.7437,
     so log pi(token 0) = 1 - 1.7437 and the entropy is 1.7437 - e / (e + 3) = 1.2683.
-    >>> logp, entropy = logprob_and_entropy(torch.tensor([[0., 0., 0., 0.], [2., 0., 0., 0.]]), torch.tensor([3, 0]), 2.0)
+    >>> logits = torch.tensor([[0., 0., 0., 0.], [2., 0., 0., 0.]])
+    >>> logp, entropy = logprob_and_entropy(logits, torch.tensor([3, 0]), 2.0)
     >>> logp, entropy
     (tensor([-1.3863, -0.7437]), tensor([1.3863, 1.2683]))
     """

@@ -2,9 +2,14 @@
 `python ragen_mini.py --bench K` in each, then the median of iterations 2..K of every timing, and the ratio.
 
     git worktree add ../before <commit>
-    python bench/compare.py ../before --bench 5 [section.key=value ...]            # same overrides for both
-    python bench/compare.py ../before --bench 5 --baseline-overrides "rollout.cache=static" [overrides]
-    python bench/compare.py ../before --bench 4 --abba                               # this, before, before, this
+    python bench/compare.py ../before --bench 5 [section.key=value ...]       # same overrides for both
+    python bench/compare.py ../before --bench 5 --baseline-overrides "rollout.engine=hf" [overrides]
+    python bench/compare.py ../before --bench 4 --abba                          # this, before, before, this
+
+A checkout from before rollout.engine (its config.yaml has rollout.cache and model.compile) gets the engine
+given in its old keys: rollout.engine=hf is rollout.cache=dynamic model.compile=false, fast is
+rollout.cache=static model.compile=true, auto is their defaults (such a checkout rounds widths, picks flash
+attention, packs GAE and freezes the cycle collector on a GPU whatever its keys say).
 
 Prints both JSON lines per iteration as they come, then a table; writes nothing. The first benchmark on a
 freshly started machine has run slower than later ones (docs/performance.md); --abba runs each checkout
@@ -17,16 +22,33 @@ import statistics
 import subprocess
 import sys
 
+import yaml
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/logprob_s", "perf/update_s",
         "perf/gen_tokens_per_s", "perf/peak_mem_gb", "perf/peak_reserved_gb"]
+OLD_KEYS = {"hf": ["rollout.cache=dynamic", "model.compile=false"],
+            "fast": ["rollout.cache=static", "model.compile=true"], "auto": []}
+
+
+def for_checkout(folder, overrides):
+    """The overrides as `folder`'s config knows them: rollout.engine=E in the old keys where its config.yaml
+    has no rollout.engine."""
+    with open(os.path.join(folder, "config.yaml")) as f:
+        if "engine" in yaml.safe_load(f)["rollout"]:
+            return list(overrides)
+    translated = []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        translated += OLD_KEYS[value] if key == "rollout.engine" else [item]
+    return translated
 
 
 def bench(folder, k, overrides):
     """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k. Each checkout compiles into an
     inductor cache of its own, next to it: a graph cached by one checkout could otherwise serve the other,
     since the cache's key does not cover everything a graph depends on (the attention backend, for one)."""
-    command = [sys.executable, "ragen_mini.py", "--bench", str(k), *overrides]
+    command = [sys.executable, "ragen_mini.py", "--bench", str(k), *for_checkout(folder, overrides)]
     print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
     lines = []
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.path.abspath(folder), ".inductor-cache")}
@@ -47,22 +69,30 @@ def medians(lines):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("baseline", help="the other checkout's folder")
-    parser.add_argument("--bench", type=int, default=5, help="iterations per checkout (the first is not counted)")
-    parser.add_argument("--baseline-overrides", default=None, help="the baseline's overrides, if others, in one string")
-    parser.add_argument("--abba", action="store_true", help="four benchmarks: this, the baseline, the baseline, this")
+    parser.add_argument("--bench", type=int, default=5,
+                        help="iterations per checkout (the first is not counted)")
+    parser.add_argument("--baseline-overrides", default=None,
+                        help="the baseline's overrides, if others, in one string")
+    parser.add_argument("--abba", action="store_true",
+                        help="four benchmarks: this, the baseline, the baseline, this")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
-    baseline_overrides = args.overrides if args.baseline_overrides is None else args.baseline_overrides.split()
-    checkouts = [(HERE, args.overrides, []), (args.baseline, baseline_overrides, [])]  # folder, overrides, lines
+    baseline_overrides = (args.overrides if args.baseline_overrides is None
+                          else args.baseline_overrides.split())
+    # folder, overrides, lines
+    checkouts = [(HERE, args.overrides, []), (args.baseline, baseline_overrides, [])]
     for folder, overrides, lines in [checkouts[i] for i in ([0, 1, 1, 0] if args.abba else [0, 1])]:
         lines += bench(folder, args.bench, overrides)
     ours, theirs = (medians(lines) for _, _, lines in checkouts)
     pooled = " of both runs" if args.abba else ""
-    print(f"\nmedian of iterations 2-{args.bench}{pooled}: this checkout, {args.baseline}, and how many times faster this is")
+    print(f"\nmedian of iterations 2-{args.bench}{pooled}: this checkout, {args.baseline}, "
+          "and how many times faster this is")
     for key in KEYS:
         if key in ours and key in theirs:
-            faster = ours[key] / theirs[key] if "per_s" in key else theirs[key] / ours[key] if key.endswith("_s") else None
-            print(f"{key:24s} {ours[key]:12.2f} {theirs[key]:12.2f}" + ("" if faster is None else f" {faster:8.2f}x"))
+            faster = (ours[key] / theirs[key] if "per_s" in key else
+                      theirs[key] / ours[key] if key.endswith("_s") else None)
+            print(f"{key:24s} {ours[key]:12.2f} {theirs[key]:12.2f}"
+                  + ("" if faster is None else f" {faster:8.2f}x"))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ that needs a compilation of the decoding step shows it: seconds, where a compile
 Contexts are random token ids, one batch of the preset's size per length; answers run to max_new_tokens
 unless a row samples a stop token.
 
-    TORCH_LOGS=recompiles python bench/decoder_windows.py --config configs/smollm2.yaml [section.key=value ...]
+    TORCH_LOGS=recompiles python bench/decoder_windows.py --config configs/smollm2.yaml [key=value ...]
 
 TORCH_LOGS=recompiles makes torch.compile say which guard failed each time it compiles again.
 """
@@ -30,11 +30,12 @@ device = models.train_device(cfg)
 torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-decoder = models.build_sampler(actor, chat, cfg, device).decoder
+decoder = models.build_sampler(actor, chat, cfg, device, models.fast_engine(cfg, actor, device)).decoder
 if decoder is None:
-    raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.cache=static")
+    raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")
 batch = cfg.rollout.groups * cfg.rollout.group_size
-lengths = range(300, cfg.rollout.max_context - cfg.rollout.max_new_tokens + 1, 260)  # one or two new windows each
+# one or two new windows each
+lengths = range(300, cfg.rollout.max_context - cfg.rollout.max_new_tokens + 1, 260)
 generator = torch.Generator().manual_seed(0)
 for attempt in ("first", "again"):
     for length in lengths:
@@ -45,4 +46,5 @@ for attempt in ("first", "again"):
         out = decoder.generate(contexts, cfg.rollout.temperature)
         if device.type == "cuda":
             torch.cuda.synchronize()
-        print(f"{attempt}: contexts of {length} tokens, {out.shape[1]} steps: {time.perf_counter() - start:.2f} s", flush=True)
+        print(f"{attempt}: contexts of {length} tokens, {out.shape[1]} steps: "
+              f"{time.perf_counter() - start:.2f} s", flush=True)

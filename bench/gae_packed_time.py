@@ -1,5 +1,6 @@
-"""starpo.compute_gae against compute_gae_packed on the CPU, at the tiny preset's kept batch: 256 rows of 870
-tokens, about 7% of them sampled. Best of 5 each, and whether both give the same numbers.
+"""starpo.compute_gae against the fast engine's fast.gae.compute_gae_packed on the CPU, at the tiny preset's
+kept batch: 256 rows of 870 tokens, about 7% of them sampled. Best of 5 each, and whether both give the same
+numbers.
 
     python bench/gae_packed_time.py
 """
@@ -10,6 +11,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
+import fast.gae  # noqa: E402
 import starpo  # noqa: E402
 
 torch.manual_seed(0)
@@ -18,7 +20,7 @@ mask = (torch.rand(B, T) < 0.07).float()  # (B, T)
 rewards, values = torch.zeros(B, T), torch.randn(B, T)
 rewards[:, -1] = torch.randn(B)
 outputs = {}
-for gae in (starpo.compute_gae, starpo.compute_gae_packed):
+for gae in (starpo.compute_gae, fast.gae.compute_gae_packed):
     times = []
     for _ in range(5):
         start = time.perf_counter()

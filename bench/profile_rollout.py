@@ -2,7 +2,7 @@
 three timed ones, with the static decoder's prefills timed apart, then one profiled with torch.profiler,
 and prints the kernels that take the most GPU time.
 
-    python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.cache=dynamic
+    python bench/profile_rollout.py [section.key=value ...]     # e.g. rollout.engine=hf
 """
 import os
 import sys
@@ -16,13 +16,14 @@ import models  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
-overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128"] + sys.argv[1:]
+overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128",
+             *sys.argv[1:]]
 cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
 device = torch.device("cuda")
 torch.manual_seed(0)
 tokenizer, actor = models.load_models(cfg, device)
 chat = rollout.chat_format(tokenizer, actor.generation_config)
-sampler = models.build_sampler(actor, chat, cfg, device)  # as the trainer samples
+sampler = models.build_sampler(actor, chat, cfg, device, models.fast_engine(cfg, actor, device))  # as trained
 decoder = sampler.decoder
 prefill_s = 0.0
 if decoder is not None:  # time each prefill, waiting for the GPU before and after it
@@ -39,7 +40,8 @@ if decoder is not None:  # time each prefill, waiting for the GPU before and aft
     decoder.feed = timed_feed
 P, N = cfg.rollout.groups, cfg.rollout.group_size
 seeds, groups = np.repeat(np.arange(P), N), np.repeat(np.arange(P), N)
-profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                              torch.profiler.ProfilerActivity.CUDA])
 for label in ("warm-up", "timed", "timed", "timed", "profiled"):
     prefill_s = 0.0
     policy = rollout.LLMPolicy(sampler, cfg, cfg.rollout.temperature)
@@ -50,6 +52,7 @@ for label in ("warm-up", "timed", "timed", "timed", "profiled"):
     torch.cuda.synchronize()
     if label == "profiled":
         profiler.stop()
-    print(f"{label}: rollout {time.perf_counter() - start:.3f} s, generate {policy.generate_s:.3f} s, prefill {prefill_s:.3f} s, "
-          f"context {np.mean([len(t.ids) for t in trajectories]):.0f} tokens, steps {policy.decode_steps}", flush=True)
+    print(f"{label}: rollout {time.perf_counter() - start:.3f} s, generate {policy.generate_s:.3f} s, "
+          f"prefill {prefill_s:.3f} s, context {np.mean([len(t.ids) for t in trajectories]):.0f} tokens, "
+          f"steps {policy.decode_steps}", flush=True)
 print(profiler.key_averages().table(sort_by="cuda_time_total", row_limit=45, max_name_column_width=90))

