@@ -218,7 +218,8 @@ def test_the_grader_survives_a_syntax_error_an_infinite_loop_and_no_hidden_tests
 # ---------------------------------------------------------------------------------------------- planted bugs
 # update()'s actor step, from its comment line to the critic's, and the critic step's last line
 _UPDATE = (ROOT / "ragen_mini.py").read_text()
-ACTOR_STEP = _UPDATE[_UPDATE.index("            # --- the actor step"):_UPDATE.index("            # --- the critic step")]
+ACTOR_STEP = _UPDATE[_UPDATE.index("            # --- the actor step"):
+                     _UPDATE.index("            # --- the critic step")]
 CRITIC_STEP_END = '"critic", logged))\n'
 MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each must lose points
     "GAE drops the terminal reward": ("ex4-gae", [
@@ -270,15 +271,18 @@ MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each mu
     "the gradient clipped after the step": ("ex12-update", [
         ("    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
          "    if torch.isfinite(grad_norm):\n        optimizer.step()\n",
-         "    optimizer.step()\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
+         "    optimizer.step()\n"
+         "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
          "    if torch.isfinite(grad_norm):\n        pass\n")]),
     "the actor steps after every micro-batch": ("ex12-update", [
         ("                loss.backward()  # the micro-batch losses add up to the mini-batch's token mean\n",
          "                loss.backward()\n                clipped_step(actor, actor_opt, cfg, 'actor', logged)\n")]),
     "one shuffle for all epochs": ("ex12-update", [
-        ("    for _ in range(cfg.algo.ppo_epochs):\n        order = torch.randperm(B, generator=generator).to(device)\n",
+        ("    for _ in range(cfg.algo.ppo_epochs):\n"
+         "        order = torch.randperm(B, generator=generator).to(device)\n",
          "    order = torch.randperm(B, generator=generator).to(device)\n    for _ in range(cfg.algo.ppo_epochs):\n")]),
-    "the critic steps before the actor": ("ex12-update", [(ACTOR_STEP, ""), (CRITIC_STEP_END, CRITIC_STEP_END + ACTOR_STEP)]),
+    "the critic steps before the actor": ("ex12-update", [(ACTOR_STEP, ""),
+                                                           (CRITIC_STEP_END, CRITIC_STEP_END + ACTOR_STEP)]),
 }
 
 

@@ -21,8 +21,10 @@ WEIGHTS = {"test_a_reply_that_stopped_on_the_end_of_turn_token": 2, "test_a_repl
            "test_a_three_turn_conversation_reads_as_the_template_renders_it": 3,
            "test_the_same_on_smollm2s_chat_template": 2}
 SYSTEM, PREFIX = "You're a helpful assistant. ", "<think>"
-USERS = ["Turn 1:\nState:\n#P_X#\n", "Reward:\n-0.1\n\nTurn 2:\nState:\n#_PX#\n", "Reward:\n1.0\n\nTurn 3:\nState:\n#__P#\n"]
-REPLIES = [" go right</think><answer>Right</answer>", " again</think><answer>Right || Up</ans", " done</think><answer>Up"]
+USERS = ["Turn 1:\nState:\n#P_X#\n", "Reward:\n-0.1\n\nTurn 2:\nState:\n#_PX#\n",
+         "Reward:\n1.0\n\nTurn 3:\nState:\n#__P#\n"]
+REPLIES = [" go right</think><answer>Right</answer>", " again</think><answer>Right || Up</ans",
+           " done</think><answer>Up"]
 
 
 @functools.lru_cache(maxsize=None)
