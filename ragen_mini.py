@@ -227,7 +227,11 @@ def micro_batches(batch, indices, cfg):
 
 def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, temperature=None):
     """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only, at the sampler's
-    temperature (rollout.temperature) unless another is given. -> two (b, T-1).
+    temperature (rollout.temperature) unless another is given. -> two (b, T-1), 0 off the response positions.
+    The last hidden state at position t (hidden_states(actor.base_model, input_ids): (b, T, H)) predicts token
+    t+1, so column t of the (b, T-1) grid pairs the state at t with token t+1, and response_mask[:, t] = 1
+    says that token t+1 was sampled. flat_hidden (n, H) holds the states of the response columns, row by
+    row, and targets (n,) the tokens they predict; starpo.logprob_and_entropy scores the LM head's logits.
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
     only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
@@ -239,9 +243,11 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
     temperature, chunk = (cfg.rollout.temperature if temperature is None else temperature,
                           cfg.algo.logits_chunk)
     with autocast(input_ids.device):  # checkpoint's recomputation in backward runs under it too
+        # BEGIN SOLUTION ex10-logprobs
         hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
         at = response_mask.bool()
         flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
+        # END SOLUTION
         lm_head = actor.get_output_embeddings()
         logprob_and_entropy = ENGINE.logprob_and_entropy if ENGINE else starpo.logprob_and_entropy
 
@@ -320,21 +326,32 @@ def configured_gae_steps(mask, cfg):
 # (docs/paper.md §7.8). Actor and critic have their own optimisers and gradient clipping.
 # ======================================================================================================
 def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
-    """algo.ppo_epochs passes over the batch in shuffled mini-batches: one actor step, then one critic
-    step, per mini-batch. Returns the train/* metrics, averaged over the steps."""
+    """algo.ppo_epochs passes over the batch, each in a new random order of its B rows
+    (torch.randperm(B, generator=generator)) cut into mini-batches of algo.mini_batch_size rows (the last
+    one may have fewer): one actor step, then (with a critic) one critic step, per mini-batch.
+    - The actor step: zero the actor's gradients; for each micro-batch of the mini-batch
+      (micro_batches(batch, mini, cfg) -> rows, ids, mask), token_logprobs(..., with_entropy=True), then
+      starpo.actor_loss with the batch's old_logp, advantages and ref_logp cropped to it (crop) and
+      loss_normaliser's number, and the loss's backward; then clipped_step(actor, actor_opt, cfg, "actor",
+      logged).
+    - The critic step: the same with token_values and starpo.value_loss (old values batch.values, targets
+      batch.returns, algo.value_clip), then clipped_step(critic, critic_opt, cfg, "critic", logged).
+    `logged` gets one value per step of train/policy_loss (the micro-batches' policy_loss metrics summed),
+    train/grad_norm, train/value_loss (the micro-batches' critic losses summed, detached) and
+    train/critic_grad_norm, and one value per micro-batch of actor_loss's other metrics (train/<key>) and
+    of train/vf_clipfrac. Returns the train/* metrics: each one's mean, the skipped updates' counts, and
+    the critic's explained variance."""
     B = batch.response_mask.shape[0]
     logged = {}  # name -> list of values; tensors stay on the device, one host transfer at the end
+    # BEGIN SOLUTION ex12-update
     for _ in range(cfg.algo.ppo_epochs):
         order = torch.randperm(B, generator=generator).to(device)
         for start in range(0, B, cfg.algo.mini_batch_size):
             mini = order[start:start + cfg.algo.mini_batch_size]
-            # the loss normaliser of every micro-batch
-            num_tokens = batch.response_mask[mini].sum().clamp(min=1)
             micro = micro_batches(batch, mini, cfg)
 
-            def normaliser(mask):  # token-mean: of the mini-batch; micro-batch-mean: the paper's code (§9.3)
-                return (num_tokens if cfg.algo.loss_agg == "token-mean"
-                        else mask.sum().clamp(min=1) * len(micro))
+            def normaliser(mask):  # what each micro-batch's summed loss is divided by
+                return loss_normaliser(batch.response_mask[mini], mask, len(micro), cfg.algo.loss_agg)
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
@@ -369,6 +386,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             logged.setdefault("train/value_loss", []).append(step_loss)
             logged.setdefault("train/critic_grad_norm", []).append(clipped_step(critic, critic_opt, cfg,
                                                                                 "critic", logged))
+    # END SOLUTION
     metrics = {key: float(sum(values)) / len(values) for key, values in logged.items()}
     skipped = [key for key in ("train/actor_skipped_updates", "train/critic_skipped_updates")
                if key in logged]
@@ -379,14 +397,38 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     return metrics
 
 
+def loss_normaliser(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
+    """What a micro-batch's summed per-token loss is divided by before its backward, so that the gradients
+    accumulated over the mini-batch's micro-batches are those of the mini-batch's loss. The masks are the
+    (b, T-1) response masks of the whole mini-batch and of this micro-batch. loss_agg "token-mean": every
+    response token of the mini-batch weighs the same, so every micro-batch divides by the mini-batch's
+    token count and their sum is the mini-batch's token mean (docs/paper.md §7.8). "micro-batch-mean" (the
+    paper's code, §9.3): each micro-batch divides by its own token count times the number of micro-batches,
+    so the sum is the mean of the micro-batches' token means, and a token of a short micro-batch weighs
+    more. A count is clamped to >= 1: an empty mask gives a zero loss, never NaN. -> a 0-dim tensor.
+
+    A mini-batch of rows with 2, 5 and 1 response tokens, in micro-batches [2, 5] and [1]:
+    token-mean divides both by 8; micro-batch-mean divides the first by 7 x 2 = 14, the second by 1 x 2 = 2.
+    """
+    # BEGIN SOLUTION ex11-loss-normaliser
+    if loss_agg == "token-mean":
+        return mini_batch_mask.sum().clamp(min=1)
+    return micro_batch_mask.sum().clamp(min=1) * num_micro_batches
+    # END SOLUTION
+
+
 def crop(tensor, rows, mask):
     """A micro-batch's rows of a stored (B, T-1) tensor, cropped to the micro-batch's width."""
     return tensor[rows, :mask.shape[1]]
 
 
 def clipped_step(model, optimizer, cfg, name, logged):
-    """Clip the gradient norm to algo.grad_clip and step; a NaN/inf norm (a broken loss) skips the step
-    and keeps the weights. Frees the gradients before the next model's pass. -> the norm before clipping"""
+    """Clip the gradient norm of the model's parameters to algo.grad_clip (torch.nn.utils.clip_grad_norm_),
+    then step; a NaN/inf norm (a broken loss) skips the step and keeps the weights, with a warning
+    ("non-finite <name> gradient norm: update skipped") and a 1 appended to
+    logged["train/<name>_skipped_updates"]. Either way it frees the gradients (zero_grad(set_to_none=True))
+    before the next model's pass. -> the norm before clipping"""
+    # BEGIN SOLUTION ex12-update
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)
     if torch.isfinite(grad_norm):
         optimizer.step()
@@ -395,6 +437,7 @@ def clipped_step(model, optimizer, cfg, name, logged):
         logged.setdefault(f"train/{name}_skipped_updates", []).append(1)
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
+    # END SOLUTION
 
 
 # ======================================================================================================

@@ -172,7 +172,6 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     or scripted random answers for the format warm-up).
     """
     tokenizer, prefix = chat.tokenizer, answer_prefix(cfg)  # the forced start of every answer
-    end_of_turn_text = tokenizer.decode([chat.end_of_turn_id])
     # One tokenizer call per turn for the whole batch, each distinct text once: a call per string, or
     # the N equal prompts of a group tokenized N times, costs a large share of the host time of a big
     # rollout, time in which the GPU waits. Equal texts share one id list: copy it before changing it.
@@ -235,8 +234,7 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.response_tokens += len(response)
             if cfg.rollout.clean_history:  # the paper's code: the reply as its parsed, cleaned text (§9.2)
                 response = clean_reply(prefix + answer, per_turn, cfg.rollout.think, chat) or response
-            t.ids += response
-            t.sampled += [1] * len(response)
+            closing = append_reply(t.ids, t.sampled, response, chat)
             thinks.append(parsed.think)
             t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok,
                                 reward=turn_reward))
@@ -244,11 +242,6 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             if done[i]:
                 continue
             # The env's reply becomes the next user message, closed and opened by the template's own text.
-            # A reply that stopped on the template's end-of-turn token already holds that token; one cut by
-            # max_new_tokens (or stopped by another end id) gets the template's whole closing text.
-            closing = chat.close_assistant
-            if response and response[-1] == chat.end_of_turn_id:
-                closing = closing[len(end_of_turn_text):]
             replies.append((i, closing + reward_message(env_reward)
                             + turn_message(turn + 1, env.render(), actions_left[i], cfg)
                             + chat.open_assistant + prefix))
@@ -263,6 +256,30 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.ids += segment
             t.sampled += [0] * len(segment)
     return trajectories
+
+
+def append_reply(ids, sampled, response, chat):
+    """Append a reply the model sampled (token ids, as sampled: cut after a stop id, or by max_new_tokens) to
+    a trajectory's `ids` and `sampled` lists, in place: its tokens are the model's own, sampled = 1, the only
+    tokens that get a loss. -> the text of the chat template that must close the reply before the next user
+    message (tokenized with it, sampled = 0). A reply that stopped on the template's end-of-turn token
+    (chat.end_of_turn_id) holds that token already, and the model learns to stop there: the closing text
+    is chat.close_assistant without its first piece, the end-of-turn token's text. A reply cut by
+    max_new_tokens, or stopped by another stop id, gets the whole of chat.close_assistant, its end of turn
+    included: template text, not the model's. Either way the transcript reads as the template renders it.
+
+    ChatML, close_assistant "<|im_end|>\n<|im_start|>user\n":
+        reply "...</answer><|im_end|>": sampled 1 ... 1 1, closing "\n<|im_start|>user\n"
+        reply "...</ans" (cut)        : sampled 1 ... 1,   closing "<|im_end|>\n<|im_start|>user\n"
+    """
+    # BEGIN SOLUTION ex9-response-mask
+    ids += response
+    sampled += [1] * len(response)
+    closing = chat.close_assistant
+    if response and response[-1] == chat.end_of_turn_id:  # the model closed its turn itself
+        closing = closing[len(chat.tokenizer.decode([chat.end_of_turn_id])):]
+    return closing
+    # END SOLUTION
 
 
 def clean_reply(text, max_actions, think, chat):

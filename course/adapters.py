@@ -2,7 +2,8 @@
 renames or moves a function changes the line here, and every test follows.
 
 Each exercise's module is imported only when its tests ask for it, so a syntax error in starpo.py costs
-the starpo exercises and leaves envs.py's exercises gradable (course/grade.py runs each exercise apart)."""
+the exercises whose modules import it (starpo's, and ragen_mini's, which imports starpo.py, rollout.py and
+envs.py) and leaves envs.py's and rollout.py's exercises gradable (course/grade.py runs each exercise apart)."""
 import importlib
 import json
 import os
@@ -19,6 +20,10 @@ EXERCISES = {  # exercise id -> (module, function, points)
     "ex6-policy-loss": ("starpo", "policy_loss", 15),
     "ex7-value-loss": ("starpo", "value_loss", 10),
     "ex8-filter": ("starpo", "select_groups_by_reward_std", 10),
+    "ex9-response-mask": ("rollout", "append_reply", 10),
+    "ex10-logprobs": ("ragen_mini", "token_logprobs", 10),
+    "ex11-loss-normaliser": ("ragen_mini", "loss_normaliser", 5),
+    "ex12-update": ("ragen_mini", "update", 15),
 }
 
 

@@ -1,6 +1,6 @@
 """The capstone, part (a): with every exercise implemented, the copy trains the Bandit preset on a CPU to an
-evaluation success of at least 0.95, once with PPO (ex3, ex4, ex6, ex7, ex8 and the parser, ex2) and once with
-GRPO (ex5 instead of GAE and the critic).
+evaluation success of at least 0.95, once with PPO (ex3, ex4, ex6, ex7, ex8, the parser ex2, the trainer's plumbing
+ex9 to ex12, and ex1 for the tiny model's tokenizer) and once with GRPO (ex5 instead of GAE and the critic).
 
     python course/capstone.py            # run from the copy's root (the student's or the solution)
     python course/capstone.py --only grpo

@@ -31,6 +31,16 @@ FINGERPRINTS = {  # exercise id -> [fingerprint, ...]
                        [r"(clamp|clip) \( .{0,40}- (c|clip_range) , .{0,40}\+ (c|clip_range) \)"]],
     # how many groups are kept, and the groups sorted
     "ex8-filter": [[r"max \( 1 , int \(", r"\bsort(ed)?\b"]],
+    # the template's closing text cut after a reply that closed its turn itself
+    "ex9-response-mask": [[r"close_assistant", r"(\[ len \(|removeprefix \().{0,80}end_of_turn"]],
+    # logits over the temperature, then a log-softmax; or the states shifted one against the tokens
+    "ex10-logprobs": [[r"/ (\w+ \. )*(temperature|T)\b", r"log_softmax|logsumexp|log \( sum \( .{0,40}exp"],
+                      [r"\[ : , : - 1 \]", r"\[ : , 1 : \]"]],
+    # a micro-batch's count times the number of micro-batches, or the mean of micro-batch means
+    "ex11-loss-normaliser": [[r"token-mean", r"\* (num_micro_batches|len \( \w+ \))"],
+                             [r"/ len \( \w+ \)", r"\. sum \( \) / .{0,60}\. sum \( \)"]],
+    # a new order every epoch, cut into mini-batches
+    "ex12-update": [[r"randperm", r"range \( 0 , \w+ , [\w .]*mini_batch_size \)"]],
 }
 
 

@@ -20,7 +20,12 @@ from make_student_copy import BEGIN, END, LEFT_OUT, exercises, stub_regions, tra
 
 EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-token-rewards": "token_level_rewards",
              "ex4-gae": "compute_gae", "ex5-grpo": "compute_grpo_advantages", "ex6-policy-loss": "policy_loss",
-             "ex7-value-loss": "value_loss", "ex8-filter": "select_groups_by_reward_std"}
+             "ex7-value-loss": "value_loss", "ex8-filter": "select_groups_by_reward_std",
+             "ex9-response-mask": "append_reply", "ex10-logprobs": "token_logprobs",
+             "ex11-loss-normaliser": "loss_normaliser", "ex12-update": "update"}
+MODULES = ("envs", "starpo", "rollout", "ragen_mini")  # the exercised modules, each before those that import it
+# Functions that hold a second region of an exercise (their fingerprint may or may not show it)
+SECOND_REGIONS = {"logprob_and_entropy": "ex10-logprobs", "clipped_step": "ex12-update"}
 # The student copy has no solution markers and no course/hidden/: these tests are the instructor's.
 instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
                                      reason="the instructor's repository only (no course/hidden/ here)")
@@ -66,9 +71,10 @@ def test_no_shipped_file_implements_an_exercise():
 @instructor_only
 def test_the_fingerprints_recognise_the_solution_and_the_hidden_references():
     """So that the test above can fail: each exercise's solution function, and some hidden test, match it."""
-    solved = {name: exercise for path in ("envs.py", "starpo.py")
-              for name, exercise in implementations((ROOT / path).read_text())}
-    assert {EXERCISES[x]: x for x in EXERCISES} == solved
+    solved = {name: exercise for module in MODULES
+              for name, exercise in implementations((ROOT / f"{module}.py").read_text())}
+    assert {EXERCISES[x]: x for x in EXERCISES} == {name: x for name, x in solved.items() if name not in SECOND_REGIONS}
+    assert all(SECOND_REGIONS[name] == x for name, x in solved.items() if name in SECOND_REGIONS)
     for exercise in EXERCISES:
         number = exercise.split("-")[0]
         hidden = (ROOT / "course" / "hidden").glob(f"test_{number}_*.py")
@@ -98,10 +104,15 @@ def test_every_stub_raises_and_names_its_exercise(student_copy):
              "compute_grpo_advantages": "(torch.zeros(2), torch.zeros(2))",
              "policy_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.28)",
              "value_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.5)",
-             "select_groups_by_reward_std": "(torch.zeros(2), torch.zeros(2), 0.5)"}
-    code = ["import torch, envs, starpo"]
+             "select_groups_by_reward_std": "(torch.zeros(2), torch.zeros(2), 0.5)",
+             "append_reply": "([], [], [1], None)",
+             "token_logprobs": "(None, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 1), NS(rollout=NS("
+                               "temperature=1.0), algo=NS(logits_chunk=1)))",
+             "loss_normaliser": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
+             "update": "(NS(response_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
+    code = ["import torch, envs, starpo, rollout, ragen_mini", "from types import SimpleNamespace as NS"]
     for function, args in calls.items():
-        module = "envs" if function in ("sokoban_move", "parse_answer") else "starpo"
+        module = next(m for m, name, _ in adapters.EXERCISES.values() if name == function)
         code.append(f"try:\n    {module}.{function}{args}\n    print('{function} returned')\n"
                     f"except NotImplementedError as e:\n    print('{function}', e)")
     done = run_python(student_copy, "\n".join(code))
@@ -129,7 +140,7 @@ def test_the_untouched_parts_run_in_the_copy(student_copy):
 @pytest.mark.slow
 def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student_copy):
     stubbed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_starpo.py",
-                              "-k", "gae or grpo or policy_loss or value_loss or filter or token_level"],
+                              "-k", "gae or grpo or policy_loss or value_loss or filter or token_level or logprob"],
                              cwd=student_copy, capture_output=True, text=True, timeout=300)
     assert stubbed.returncode == 1 and "NotImplementedError: exercise" in stubbed.stdout
     assert "passed" not in stubbed.stdout.splitlines()[-1]  # every one of them fails on the stubs
@@ -205,6 +216,11 @@ def test_the_grader_survives_a_syntax_error_an_infinite_loop_and_no_hidden_tests
 
 
 # ---------------------------------------------------------------------------------------------- planted bugs
+# update()'s actor step, from its comment line to the critic's, and the critic step's last line
+_UPDATE = (ROOT / "ragen_mini.py").read_text()
+ACTOR_STEP = _UPDATE[_UPDATE.index("            # --- the actor step"):
+                     _UPDATE.index("            # --- the critic step")]
+CRITIC_STEP_END = '"critic", logged))\n'
 MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each must lose points
     "GAE drops the terminal reward": ("ex4-gae", [
         ("    next_adv = token_rewards.new_zeros(B)  # (B,)\n",
@@ -230,23 +246,70 @@ MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each mu
     "value clip fraction counts ties": ("ex7-value-loss", [("(clipped > unclipped)", "(clipped >= unclipped)")]),
     "filter rounds the kept count": ("ex8-filter", [("int(filter_ratio * std.numel())",
                                                      "round(filter_ratio * std.numel())")]),
+    "the end-of-turn token gets no loss": ("ex9-response-mask", [
+        ("    sampled += [1] * len(response)\n",
+         "    sampled += [int(token != chat.end_of_turn_id) for token in response]\n")]),
+    "the template's whole closing text after a reply that closed its turn": ("ex9-response-mask", [
+        ("    if response and response[-1] == chat.end_of_turn_id:  # the model closed its turn itself\n"
+         "        closing = closing[len(chat.tokenizer.decode([chat.end_of_turn_id])):]\n", "")]),
+    "a cut reply's closing end of turn counted as sampled": ("ex9-response-mask", [
+        ("    ids += response\n", "    if not response or response[-1] != chat.end_of_turn_id:\n"
+                              "        response = response + [chat.end_of_turn_id]\n    ids += response\n")]),
+    "temperature applied after the log-softmax": ("ex10-logprobs", [
+        ("logp = z.gather(-1, targets[:, None]).squeeze(-1) - z.logsumexp(-1)",
+         "logp = (logits.float().gather(-1, targets[:, None]).squeeze(-1) - logits.float().logsumexp(-1))"
+         ".div(temperature)")]),
+    "no temperature": ("ex10-logprobs", [("logits.float() /", "logits.float() + 0 *")]),  # z = logits
+    "each state scores its own token, not the next": ("ex10-logprobs", [
+        ("flat_hidden, targets = hidden[at], input_ids[:, 1:][at]",
+         "flat_hidden, targets = hidden[at], input_ids[:, :-1][at]")]),
+    "each micro-batch normalised by its own token count": ("ex11-loss-normaliser", [
+        ("return mini_batch_mask.sum().clamp(min=1)", "return micro_batch_mask.sum().clamp(min=1)")]),
+    "micro-batch-mean without the number of micro-batches": ("ex11-loss-normaliser", [(" * num_micro_batches", "")]),
+    "an empty mini-batch divides by zero": ("ex11-loss-normaliser", [
+        ("return mini_batch_mask.sum().clamp(min=1)", "return mini_batch_mask.sum()")]),
+    "the gradient clipped after the step": ("ex12-update", [
+        ("    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
+         "    if torch.isfinite(grad_norm):\n        optimizer.step()\n",
+         "    optimizer.step()\n"
+         "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
+         "    if torch.isfinite(grad_norm):\n        pass\n")]),
+    "the actor steps after every micro-batch": ("ex12-update", [
+        ("                loss.backward()  # the micro-batch losses add up to the mini-batch's token mean\n",
+         "                loss.backward()\n                clipped_step(actor, actor_opt, cfg, 'actor', logged)\n")]),
+    "one shuffle for all epochs": ("ex12-update", [
+        ("    for _ in range(cfg.algo.ppo_epochs):\n"
+         "        order = torch.randperm(B, generator=generator).to(device)\n",
+         "    order = torch.randperm(B, generator=generator).to(device)\n    for _ in range(cfg.algo.ppo_epochs):\n")]),
+    "the critic steps before the actor": ("ex12-update", [(ACTOR_STEP, ""),
+                                                           (CRITIC_STEP_END, CRITIC_STEP_END + ACTOR_STEP)]),
 }
 
 
 def mutated(exercise, patches):
-    """(module name, its source) with the patches applied inside the exercise's solution region (each must occur
-    there exactly once, so that a rewritten solution makes the mutant fail loudly rather than vanish)."""
-    for name in ("envs", "starpo"):
-        lines = (ROOT / f"{name}.py").read_text().splitlines(keepends=True)
-        begin = next((i for i, line in enumerate(lines) if (m := BEGIN.match(line)) and m[2] == exercise), None)
-        if begin is not None:
-            end = next(i for i in range(begin, len(lines)) if END.match(lines[i]))
-            region = "".join(lines[begin:end])
-            for old, new in patches:
-                assert region.count(old) == 1, f"mutant patch {old!r} must occur once in {exercise}'s region"
-                region = region.replace(old, new)
-            return name, "".join(lines[:begin]) + region + "".join(lines[end:])
-    raise AssertionError(f"no solution region {exercise}")
+    """[(module name, its source)] of the modules changed by the patches, applied inside the exercise's solution
+    regions (each must occur exactly once in them, so that a rewritten solution makes the mutant fail loudly
+    rather than vanish), in MODULES' order."""
+    pieces = {}  # module -> its source cut at the exercise's region bounds: text, region, text, region, ...
+    for name in MODULES:
+        lines, cut, start = (ROOT / f"{name}.py").read_text().splitlines(keepends=True), [], 0
+        for i, line in enumerate(lines):
+            if (m := BEGIN.match(line)) and m[2] == exercise:
+                end = next(j for j in range(i, len(lines)) if END.match(lines[j]))
+                cut += ["".join(lines[start:i]), "".join(lines[i:end])]
+                start = end
+        if cut:
+            pieces[name] = cut + ["".join(lines[start:])]
+    assert pieces, f"no solution region {exercise}"
+    changed = set()
+    for old, new in patches:
+        where = [(name, k) for name, cut in pieces.items() for k in range(1, len(cut), 2) if old in cut[k]]
+        assert len(where) == 1 and pieces[where[0][0]][where[0][1]].count(old) == 1, \
+            f"mutant patch {old!r} must occur once in {exercise}'s regions"
+        name, k = where[0]
+        pieces[name][k] = pieces[name][k].replace(old, new)
+        changed.add(name)
+    return [(name, "".join(pieces[name])) for name in MODULES if name in changed]
 
 
 def mutant_tree(where):
@@ -267,13 +330,15 @@ root, todo, out = sys.argv[1:4]
 sys.path[:0] = [os.path.join(root, "course"), root]
 import grade
 results = {}
-for i, (name, exercise, module, text) in enumerate(json.load(open(todo))):
-    for loaded in [m for m in sys.modules if m.startswith("test_ex") or m in ("adapters", "envs", "starpo")]:
-        del sys.modules[loaded]
-    mutant = types.ModuleType(module)
-    mutant.__file__ = os.path.join(root, module + ".py")
-    sys.modules[module] = mutant
-    exec(compile(text, mutant.__file__, "exec"), mutant.__dict__)
+for i, (name, exercise, modules) in enumerate(json.load(open(todo))):
+    for loaded in [m for m, module in sys.modules.items() if m.startswith("test_ex") or m not in (
+            "grade", "grading_plugin") and (getattr(module, "__file__", None) or "").startswith(root)]:
+        del sys.modules[loaded]  # the project's modules are imported afresh, the mutants' importers included
+    for module, text in modules:
+        mutant = types.ModuleType(module)
+        mutant.__file__ = os.path.join(root, module + ".py")
+        sys.modules[module] = mutant
+        exec(compile(text, mutant.__file__, "exec"), mutant.__dict__)
     os.environ["GRADE_RESULTS"] = os.path.join(os.path.dirname(out), f"mutant{i}.jsonl")
     code = pytest.main(["-q", "-p", "no:cacheprovider", "--noconftest", "-p", "grading_plugin",
                         *[os.path.relpath(f, root) for f in grade.test_files(exercise, hidden=True)]])
@@ -288,7 +353,7 @@ json.dump(results, open(out, "w"))
 @instructor_only
 @pytest.mark.slow
 def test_every_planted_bug_loses_points_in_the_visible_and_in_the_hidden_tests(tmp_path):
-    todo = [(name, exercise, *mutated(exercise, patches)) for name, (exercise, patches) in MUTANTS.items()]
+    todo = [(name, exercise, mutated(exercise, patches)) for name, (exercise, patches) in MUTANTS.items()]
     (tmp_path / "todo.json").write_text(json.dumps(todo))
     done = subprocess.run([sys.executable, "-c", MUTANT_GRADER, str(ROOT), str(tmp_path / "todo.json"),
                            str(tmp_path / "out.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)

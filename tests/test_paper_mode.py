@@ -39,7 +39,10 @@ def test_the_paper_preset_turns_every_switch_to_the_paper_s_side():
 def test_loss_aggregation_matches_a_plain_loop_over_micro_batches(tok_actor, loss_agg):
     """One GRPO step over 6 trajectories in micro-batches of 4 and 2 with different token counts. Before
     the step the ratio is 1, so a token's loss is -A: the logged loss is sum(-A) / all tokens (ours), or
-    the mean over micro-batches of each one's sum(-A) / its tokens (the paper's code)."""
+    the mean over micro-batches of each one's sum(-A) / its tokens (the paper's code).
+    Rows 0..5 have 4, 6, 9, 5, 19, 8 response tokens and advantages 1, -1, 2, 0.5, -2, 1; the update's order
+    (seed 7) is 3, 0, 1, 5 | 2, 4. Micro-batch 1: -(0.5 x 5 + 4 - 6 + 8) = -8.5 over 23 tokens; micro-batch
+    2: -(18 - 38) = 20 over 28. Ours: 11.5 / 51; the paper's: (-8.5 / 23 + 20 / 28) / 2."""
     tok, actor = tok_actor
     cfg = ns("algo.estimator=grpo", "model.critic=false", "rollout.groups=2", "rollout.group_size=3",
              "algo.filter_ratio=1.0", "algo.mini_batch_size=6", "algo.micro_batch_size=4",
@@ -53,18 +56,14 @@ def test_loss_aggregation_matches_a_plain_loop_over_micro_batches(tok_actor, los
         trajectories.append(rollout.Trajectory(seed=i, group=i // 3, ids=ids, sampled=sampled, reward=float(i % 2)))
     batch = ragen_mini.collate(trajectories, 0, CPU)
     ragen_mini.old_logprobs_and_values(batch, actor, None, None, cfg, CPU)
-    batch.advantages = torch.randn(batch.response_mask.shape, generator=g) * batch.response_mask
-    order = torch.randperm(6, generator=torch.Generator().manual_seed(7))  # the update's own draw
-    chunks = [order[:4], order[4:]]
-    per_token = -batch.advantages * batch.response_mask
-    ours = per_token.sum() / batch.response_mask.sum()
-    paper = sum(per_token[c].sum() / batch.response_mask[c].sum() for c in chunks) / len(chunks)
-    assert abs(ours - paper) > 0.05 * abs(ours)  # the two averages differ on these micro-batches
+    assert batch.response_mask.sum(-1).tolist() == [4, 6, 9, 5, 19, 8]
+    batch.advantages = torch.tensor([1, -1, 2, 0.5, -2, 1])[:, None] * batch.response_mask
+    ours, paper = 11.5 / 51, (-8.5 / 23 + 20 / 28) / 2  # 0.2255 and 0.1724: the two averages differ
     model = copy.deepcopy(actor)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.0)
     metrics = ragen_mini.update(batch, model, None, optimizer, None, cfg, CPU, torch.Generator().manual_seed(7))
     expected = ours if loss_agg == "token-mean" else paper
-    assert metrics["train/policy_loss"] == pytest.approx(float(expected), rel=1e-4, abs=1e-6)
+    assert metrics["train/policy_loss"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
 
 
 # ---- §9.4: GRPO's KL estimator in the loss ------------------------------------------------------------

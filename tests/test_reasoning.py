@@ -177,7 +177,8 @@ def test_thought_metrics_on_hand_built_trajectories():
 
 
 def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
-    """ragen_mini.measure_thought_mi against a plain forward per (prompt, thought) pair, on hand-placed thoughts."""
+    """ragen_mini.measure_thought_mi against each (prompt, thought) pair scored alone, unpadded, by the trainer's
+    token_logprobs (course exercise ex10, graded by its own tests), on hand-placed thoughts."""
     tok, actor = tok_actor
     cfg = ns("rollout.mi_groups=2")
     chat = rollout.chat_format(tok)
@@ -195,9 +196,9 @@ def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
     with torch.no_grad():
         for i in range(2):
             for j in range(2):
-                logits = actor(torch.tensor([prompts[i] + thoughts[j]])).logits[0].float()
-                logprobs = torch.log_softmax(logits / cfg.rollout.temperature, dim=-1)
-                logp[i, j] = sum(logprobs[len(prompts[i]) - 1 + k, token] for k, token in enumerate(thoughts[j]))
+                mask = torch.tensor([[0.0] * (len(prompts[i]) - 1) + [1.0] * len(thoughts[j])])
+                pair = torch.tensor([prompts[i] + thoughts[j]])
+                logp[i, j] = ragen_mini.token_logprobs(actor, pair, mask, cfg)[0].sum()
     expected = float(starpo.thought_mutual_information(logp))
     got = ragen_mini.measure_thought_mi(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
     assert got == pytest.approx(expected, abs=1e-3) and abs(expected) > 1e-3

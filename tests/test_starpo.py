@@ -237,29 +237,20 @@ def test_entropy_matches_categorical():
     torch.testing.assert_close(entropy_from_logits(bf), expected_bf, rtol=1e-5, atol=1e-5)
 
 
-def test_logprob_and_entropy_and_their_gradients_match_a_loop():
-    """Values against a per-row loop in float64; gradients against the hand-derived ones:
+def test_logprob_and_entropy_and_their_gradients_match_stored_numbers():
+    """Values and the logits' gradients (of logp . g_logp + entropy . g_entropy) at T = 0.7 on random logits:
+    stored numbers (module docstring), made by a per-row loop in float64 with the hand-derived gradients
     d logp / dz = onehot(target) - p and d H / dz = -p (z - sum p z), times 1/T for the logits."""
-    rng = np.random.default_rng(7)
-    n, V, T = 5, 11, 0.7
-    raw = rng.normal(size=(n, V)) * 3
-    targets = rng.integers(0, V, size=n)
-    logits = torch.tensor(raw, dtype=torch.float32, requires_grad=True)
-    logp, entropy = logprob_and_entropy(logits, torch.tensor(targets), T)
-    g_logp, g_entropy = rng.normal(size=n), rng.normal(size=n)
-    (logp * torch.tensor(g_logp, dtype=torch.float32) + entropy * torch.tensor(g_entropy, dtype=torch.float32)).sum().backward()
-    for i in range(n):
-        z = [x / T for x in raw[i]]
-        lse = math.log(sum(math.exp(x) for x in z))
-        p = [math.exp(x - lse) for x in z]
-        mean_z = sum(pj * zj for pj, zj in zip(p, z))
-        assert logp[i].item() == pytest.approx(z[targets[i]] - lse, abs=1e-5)
-        assert entropy[i].item() == pytest.approx(-sum(pj * math.log(pj) for pj in p), abs=1e-5)
-        for j in range(V):
-            grad_z = g_logp[i] * ((j == targets[i]) - p[j]) - g_entropy[i] * p[j] * (z[j] - mean_z)
-            assert logits.grad[i, j].item() == pytest.approx(grad_z / T, abs=1e-5)
+    case = FIXTURE["logprob_entropy"]
+    logits = torch.tensor(case["logits"], dtype=torch.float32, requires_grad=True)
+    targets, T = torch.tensor(case["targets"]), case["temperature"]
+    logp, entropy = logprob_and_entropy(logits, targets, T)
+    (logp * torch.tensor(case["g_logp"]) + entropy * torch.tensor(case["g_entropy"])).sum().backward()
+    assert logp.tolist() == pytest.approx(case["logp"], abs=1e-5)
+    assert entropy.tolist() == pytest.approx(case["entropy"], abs=1e-5)
+    torch.testing.assert_close(logits.grad, torch.tensor(case["grad"]), rtol=0, atol=1e-5)
     # without entropy: zeros, and bf16 logits give float32 numbers
-    logp_bf, zeros = logprob_and_entropy(logits.detach().bfloat16(), torch.tensor(targets), T, with_entropy=False)
+    logp_bf, zeros = logprob_and_entropy(logits.detach().bfloat16(), targets, T, with_entropy=False)
     assert logp_bf.dtype == torch.float32 and not zeros.any()
     torch.testing.assert_close(logp_bf, logp.detach(), rtol=0, atol=0.1)
 

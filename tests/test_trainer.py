@@ -1,8 +1,9 @@
 """Tests of the trainer (ragen_mini.py, rollout.py) with the in-process tiny model, on CPU.
 
 Every expected value comes from a computation written here (a fresh env replaying the recorded
-actions, a plain forward pass of one unpadded sequence, a Python loop for GAE, hand-set logits),
-never from the trainer's own output. Tests that train whole runs are marked slow.
+actions, transformers' own sampling scores, a Python loop for GAE, hand-set logits),
+never from the trainer's own output, except where a row scored alone checks the same row in a padded batch.
+Tests that train whole runs are marked slow.
 """
 import copy
 import gc
@@ -101,11 +102,12 @@ def sharpened(actor, tokenizer=None, eos_boost=0.0):
     return model
 
 
-def direct_logprobs(model, ids, temperature):
-    """log softmax(logits / T) of a plain forward of ONE unpadded sequence: row j scores token j+1."""
+def alone_logprobs(model, ids, temperature):
+    """The log-probs of ONE unpadded sequence scored alone (no padding, no other row) by token_logprobs, whose
+    numbers course exercise ex10 grades: entry j scores token j+1."""
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0].double()
-    return torch.log_softmax(logits / temperature, -1)
+        return ragen_mini.token_logprobs(model, torch.tensor([ids]), torch.ones(1, len(ids) - 1), ns(),
+                                         temperature=temperature)[0][0]
 
 
 def finite_numbers(record):
@@ -598,21 +600,20 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
     for i, c in enumerate(contexts):
         input_ids[i, width - len(c):] = torch.tensor(c)
         attention[i, width - len(c):] = 1
-    with torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=6, do_sample=False,
-                             output_logits=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
-                             eos_token_id=tok.eos_token_id, repetition_penalty=1.0)
     T = 0.7
+    torch.manual_seed(0)
+    with torch.no_grad():  # the sampler's own scores: the logits over T, as transformers samples from them
+        out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=6, do_sample=True,
+                             temperature=T, top_k=0, top_p=1.0, output_scores=True, return_dict_in_generate=True,
+                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, repetition_penalty=1.0)
     trajectories, expected = [], []
     for i, c in enumerate(contexts):
         new = out.sequences[i, width:].tolist()
         if tok.eos_token_id in new:
             new = new[:new.index(tok.eos_token_id) + 1]
-        steps = [out.logits[s][i].double() for s in range(len(new))]
-        assert [int(s.argmax()) for s in steps] == new  # greedy: the chosen tokens
-        expected.append([float(torch.log_softmax(s / T, -1)[y]) for s, y in zip(steps, new)])
-        unpadded = direct_logprobs(model, c + new, T)  # the same numbers without any padding
-        assert [float(unpadded[len(c) - 1 + s, y]) for s, y in enumerate(new)] == pytest.approx(expected[-1], abs=1e-4)
+        expected.append([float(torch.log_softmax(out.scores[s][i].double(), -1)[y]) for s, y in enumerate(new)])
+        unpadded = alone_logprobs(model, c + new, T)  # the same numbers without any padding
+        assert [float(unpadded[len(c) - 1 + s]) for s in range(len(new))] == pytest.approx(expected[-1], abs=1e-4)
         trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
@@ -671,12 +672,11 @@ def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
     critic = ragen_mini.build_critic(cfg, actor, CPU)
     trajectories, batch = real_batch(tok, actor, cfg, critic)
     assert len({len(t.ids) for t in trajectories}) > 2
-    # the rollout log-probs equal a plain forward of each unpadded trajectory at the sampling temperature
+    # the rollout log-probs equal those of each trajectory scored alone, unpadded, at the sampling temperature
     for b, t in enumerate(trajectories):
-        direct = direct_logprobs(actor, t.ids, 0.7)
+        alone = alone_logprobs(actor, t.ids, 0.7)
         positions = response_positions(t)
-        assert batch.old_logp[b, positions].tolist() == pytest.approx(
-            [float(direct[j, t.ids[j + 1]]) for j in positions], abs=1e-4)
+        assert batch.old_logp[b, positions].tolist() == pytest.approx([float(alone[j]) for j in positions], abs=1e-4)
 
     calls, steps = [], []
     real_loss = starpo.policy_loss

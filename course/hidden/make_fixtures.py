@@ -21,7 +21,8 @@ from fractions import Fraction
 COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(COURSE)
 FILES = {name: os.path.join(COURSE, "tests", "fixtures", f"{name}.json") for name in
-         ("ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex6-policy-loss", "ex7-value-loss", "ex8-filter")}
+         ("ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex6-policy-loss", "ex7-value-loss", "ex8-filter",
+          "ex10-logprobs", "ex11-loss-normaliser", "ex12-update")}
 FILES.update({name: os.path.join(ROOT, "tests", "fixtures", f"{name}.json") for name in
               ("starpo", "envs", "paper_mode", "baselines")})
 STEP = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
@@ -331,6 +332,53 @@ def ex8_cases():
                             for ratio in (0.2, 0.5, 0.75)]}
 
 
+def ref_normalisers(mask, slices, loss_agg):
+    """Each micro-batch's normaliser, by counting: the mini-batch's response tokens (token-mean), or the
+    micro-batch's times the number of micro-batches (micro-batch-mean); at least 1."""
+    count = lambda rows: max(1, sum(sum(row) for row in rows))  # noqa: E731
+    return [float(count(mask) if loss_agg == "token-mean" else count(mask[a:b]) * len(slices)) for a, b in slices]
+
+
+def ex11_cases():
+    rng, cases = random.Random(0), []
+    for _ in range(8):
+        B = rng.randint(2, 7)
+        mask = multi_turn_mask(rng, B, rng.randint(4, 16))
+        if rng.random() < 0.3:
+            mask[rng.randrange(B)] = [0] * len(mask[0])  # a row without response tokens
+        cuts = sorted(rng.sample(range(1, B), rng.randint(1, B - 1)))
+        slices = [[a, b] for a, b in zip([0, *cuts], [*cuts, B])]
+        cases.append({"mask": mask, "slices": slices, **{agg: ref_normalisers(mask, slices, agg)
+                                                         for agg in ("token-mean", "micro-batch-mean")}})
+    return {"random_splits": cases}
+
+
+def ex10_cases():
+    """A small seeded model (course/tests/test_ex10_logprobs.py builds it) scored by a plain forward pass of each
+    row (the hidden tests' reference)."""
+    sys.path[:0] = [os.path.join(COURSE, "tests"), os.path.dirname(os.path.abspath(__file__))]
+    import torch
+    from test_ex10_logprobs import seeded_model
+    from test_ex10_logprobs_hidden import reference
+    rng, vocab, seed, temperature = random.Random(0), 24, 3, 0.7
+    ids = [[rng.randrange(vocab) for _ in range(12)] for _ in range(3)]
+    mask = multi_turn_mask(rng, 3, 11)
+    for row, length in zip(mask, (12, 8, 5)):  # right padding: no response token past a row's end
+        row[length - 1:] = [0] * (12 - length)
+    logp, entropy = reference(seeded_model(seed, vocab), torch.tensor(ids), torch.tensor(mask), temperature)
+    return {"random_model": {"seed": seed, "vocab": vocab, "temperature": temperature, "ids": ids, "mask": mask,
+                             "logp": rounded(logp.tolist(), 7), "entropy": rounded(entropy.tolist(), 7)}}
+
+
+def ex12_cases():
+    """Six rows updated over two epochs by the hidden tests' plain loops."""
+    sys.path[:0] = [os.path.join(COURSE, "tests"), os.path.dirname(os.path.abspath(__file__))]
+    from test_ex12_update_hidden import random_case, reference_update
+    case = random_case(random.Random(0), 6)
+    actor, critic, calls = reference_update(case, 4, 3, 2, 0.5, 3)
+    return {"two_epochs": {**case, "actor": exact(actor), "critic": exact(critic), "actor_micro_batches": calls}}
+
+
 def starpo_cases():
     """tests/test_starpo.py's stored numbers."""
     rng = random.Random(1)
@@ -395,7 +443,28 @@ def starpo_cases():
                         total += 0.05 * (math.exp(x) - x - 1)
         actor[f"loss_{estimator}"] = exact(total / 10)
     return {"gae": gae, "grpo": grpo, "micro_batches": micro, "filter": filt, "token_level_rewards": tokens,
-            "actor_loss": actor}
+            "actor_loss": actor, "logprob_entropy": logprob_entropy_case()}
+
+
+def logprob_entropy_case(n=5, V=11, T=0.7):
+    """Random logits scored row by row at temperature T in float64, with the gradients of logp . g_logp +
+    entropy . g_entropy by the hand-derived formulas: d logp / dz = onehot(target) - p and
+    d H / dz = -p (z - sum p z), times 1/T for the logits."""
+    rng = random.Random(7)
+    raw = rounded([[rng.gauss(0, 3) for _ in range(V)] for _ in range(n)])
+    targets = [rng.randrange(V) for _ in range(n)]
+    g_logp, g_entropy = rounded([rng.gauss(0, 1) for _ in range(n)]), rounded([rng.gauss(0, 1) for _ in range(n)])
+    logp, entropy, grad = [], [], []
+    for row, target, gl, ge in zip(raw, targets, g_logp, g_entropy):
+        z = [x / T for x in row]
+        lse = math.log(sum(math.exp(x) for x in z))
+        p = [math.exp(x - lse) for x in z]
+        mean_z = sum(pj * zj for pj, zj in zip(p, z))
+        logp.append(z[target] - lse)
+        entropy.append(-sum(pj * math.log(pj) for pj in p))
+        grad.append([(gl * ((j == target) - p[j]) - ge * p[j] * (z[j] - mean_z)) / T for j in range(V)])
+    return {"logits": raw, "targets": targets, "temperature": T, "g_logp": g_logp, "g_entropy": g_entropy,
+            "logp": exact(logp), "entropy": exact(entropy), "grad": exact(grad)}
 
 
 def sokoban_puzzles(seeds, **kwargs):
@@ -499,7 +568,9 @@ def baselines_cases():
 
 
 MAKERS = {"ex1-sokoban": ex1_cases, "ex3-token-rewards": ex3_cases, "ex4-gae": ex4_cases, "ex5-grpo": ex5_cases,
-          "ex6-policy-loss": ex6_cases, "ex7-value-loss": ex7_cases, "ex8-filter": ex8_cases, "starpo": starpo_cases,
+          "ex6-policy-loss": ex6_cases, "ex7-value-loss": ex7_cases, "ex8-filter": ex8_cases,
+          "ex10-logprobs": ex10_cases, "ex11-loss-normaliser": ex11_cases, "ex12-update": ex12_cases,
+          "starpo": starpo_cases,
           "envs": envs_cases, "paper_mode": paper_mode_cases, "baselines": baselines_cases}
 
 
@@ -560,6 +631,34 @@ def solution_disagreements(name, data):
         for i, c in enumerate([data["paper_ratio"], *data["every_ratio"]]):
             if starpo.select_groups_by_reward_std(t(c["rewards"]), t(c["ids"], torch.long), c["ratio"]).tolist() != c["keep"]:
                 wrong.append(f"case {i}")
+    elif name == "ex10-logprobs":
+        import ragen_mini
+        from test_ex10_logprobs import config, seeded_model
+        c = data["random_model"]
+        with torch.no_grad():
+            logp, entropy = ragen_mini.token_logprobs(seeded_model(c["seed"], c["vocab"]), t(c["ids"], torch.long),
+                                                      t(c["mask"]), config(chunk=3), True, c["temperature"])
+        if not (torch.allclose(logp.double(), t(c["logp"]), atol=1e-5)
+                and torch.allclose(entropy.double(), t(c["entropy"]), atol=1e-5)):
+            wrong.append("random_model")
+    elif name == "ex12-update":
+        import pytest
+        from test_ex12_update import make_batch, make_cfg, run
+        c = data["two_epochs"]
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            batch = make_batch(c["tokens"], c["mask"], c["advantages"], c["returns"])
+            actor, critic, _, events = run(monkeypatch, batch, make_cfg(4, 3, 2, 0.5), seed=3)
+        if not (close(actor.w.detach(), c["actor"]) and close(critic.w.detach(), c["critic"]) and [
+                rows for name, rows in events if name == "actor forward"] == c["actor_micro_batches"]):
+            wrong.append("two_epochs")
+    elif name == "ex11-loss-normaliser":
+        import ragen_mini
+        for i, c in enumerate(data["random_splits"]):
+            mini = t(c["mask"])
+            for agg in ("token-mean", "micro-batch-mean"):
+                if [float(ragen_mini.loss_normaliser(mini, mini[a:b], len(c["slices"]), agg))
+                        for a, b in c["slices"]] != c[agg]:
+                    wrong.append(f"random_splits[{i}] {agg}")
     elif name == "envs":  # tests/test_envs.py runs the solution on all of it; here the cheap part
         for i, (text, think, most, *expected) in enumerate(data["regex_parser"]):
             if list(envs.parse_answer(text, MOVES, most, think)) != expected:
