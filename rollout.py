@@ -264,9 +264,11 @@ def append_reply(ids, sampled, response, chat):
     tokens that get a loss. -> the text of the chat template that must close the reply before the next user
     message (tokenized with it, sampled = 0). A reply that stopped on the template's end-of-turn token
     (chat.end_of_turn_id) holds that token already, and the model learns to stop there: the closing text
-    is chat.close_assistant without its first piece, the end-of-turn token's text. A reply cut by
-    max_new_tokens, or stopped by another stop id, gets the whole of chat.close_assistant, its end of turn
-    included: template text, not the model's. Either way the transcript reads as the template renders it.
+    is chat.close_assistant without its first piece, the end-of-turn token's text (a special token's text is
+    its token string, chat.tokenizer.convert_ids_to_tokens(id), with no decode call: the rollout decodes
+    each distinct reply once a turn, and nothing more). A reply cut by max_new_tokens, or stopped by another
+    stop id, gets the whole of chat.close_assistant, its end of turn included: template text, not the
+    model's. Either way the transcript reads as the template renders it.
 
     ChatML, close_assistant "<|im_end|>\n<|im_start|>user\n":
         reply "...</answer><|im_end|>": sampled 1 ... 1 1, closing "\n<|im_start|>user\n"
@@ -277,7 +279,7 @@ def append_reply(ids, sampled, response, chat):
     sampled += [1] * len(response)
     closing = chat.close_assistant
     if response and response[-1] == chat.end_of_turn_id:  # the model closed its turn itself
-        closing = closing[len(chat.tokenizer.decode([chat.end_of_turn_id])):]
+        closing = closing[len(chat.tokenizer.convert_ids_to_tokens(chat.end_of_turn_id)):]
     return closing
     # END SOLUTION
 

@@ -251,7 +251,7 @@ MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each mu
          "    sampled += [int(token != chat.end_of_turn_id) for token in response]\n")]),
     "the template's whole closing text after a reply that closed its turn": ("ex9-response-mask", [
         ("    if response and response[-1] == chat.end_of_turn_id:  # the model closed its turn itself\n"
-         "        closing = closing[len(chat.tokenizer.decode([chat.end_of_turn_id])):]\n", "")]),
+         "        closing = closing[len(chat.tokenizer.convert_ids_to_tokens(chat.end_of_turn_id)):]\n", "")]),
     "a cut reply's closing end of turn counted as sampled": ("ex9-response-mask", [
         ("    ids += response\n", "    if not response or response[-1] != chat.end_of_turn_id:\n"
                               "        response = response + [chat.end_of_turn_id]\n    ids += response\n")]),

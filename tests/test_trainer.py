@@ -434,7 +434,7 @@ def test_rollout_decodes_each_distinct_reply_once_per_turn(tok_actor, monkeypatc
     trajectories = rollout.play_episodes(lambda contexts: [[up, left][i % 2] for i in range(len(contexts))], chat, cfg,
                                          [4] * 6, [0] * 6)
     assert [len(t.turns) for t in trajectories] == [2] * 6
-    assert decoded == [[chat.end_of_turn_id], up, left, up, left]  # the end-of-turn text, then per turn the two replies
+    assert decoded == [up, left, up, left]  # per turn the two replies
     assert [[turn.actions for turn in t.turns] for t in trajectories] == [[["Up"], ["Up"]], [["Left"], ["Left"]]] * 3
 
 
