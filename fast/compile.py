@@ -19,8 +19,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import starpo
 from fast.decoder import rounded_up
 
-# The compiled layers see widths in multiples of WIDTH_STEP: they compile a multiple of 8 apart (aligned rows), so
-# a first width of the other kind in the middle of a run would compile them again.
+# The compiled layers see widths in multiples of WIDTH_STEP: they compile a multiple of 8 apart (aligned
+# rows), so a first width of the other kind in the middle of a run would compile them again.
 WIDTH_STEP = 8
 
 
