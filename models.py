@@ -214,18 +214,29 @@ def train_device(cfg):
     return torch.device("cpu")
 
 
-def fast_engine(cfg, model, device):
-    """rollout.engine, the one switch of the fast engine: the fast package (fast/, imported here and nowhere
-    else outside it) or None, the readable path. hf -> None; fast -> fast/, or a clear error for a model
-    family its static decoder cannot run; auto -> fast/ on a GPU for a Llama or Qwen2 model, else None."""
+def resolve_engine(cfg, model, device):
+    """rollout.engine as a run uses it: "fast" (the fast package, fast/) or "hf" (the readable path).
+    hf -> hf; fast -> fast, or a clear error for a model family its static decoder cannot run;
+    auto -> fast on a GPU for a Llama or Qwen2 model, else hf. ragen_mini.load_policy writes the answer
+    into cfg.rollout.engine, where fast_engine reads it."""
     if cfg.rollout.engine == "hf" or (cfg.rollout.engine == "auto" and device.type != "cuda"):
+        return "hf"
+    import fast
+    return "fast" if fast.runs(model, cfg, device) else "hf"
+
+
+def fast_engine(cfg):
+    """The one switch of the fast engine: the fast package (fast/, imported here and nowhere else outside
+    it) when cfg.rollout.engine is "fast", else None, the readable path ("hf", or "auto" not yet resolved)."""
+    if cfg.rollout.engine != "fast":
         return None
     import fast
-    return fast if fast.runs(model, cfg, device) else None
+    return fast
 
 
-def build_sampler(actor, chat, cfg, device, engine=None):
+def build_sampler(actor, chat, cfg, device):
     """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
-    CPU), with the fast engine's static decoder (engine: fast_engine's answer) or transformers' generate."""
+    CPU), with the fast engine's static decoder (rollout.engine=fast) or transformers' generate."""
     model = bf16_sampler(actor) if device.type == "cuda" else actor
+    engine = fast_engine(cfg)
     return Sampler(model, chat, engine.static_decoder(model, chat, cfg) if engine else None)

@@ -49,7 +49,8 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, 
                          load_state, open_run_folder, release_lock, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
-from models import Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models, train_device
+from models import (Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models, resolve_engine,
+                    train_device)
 from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy,
                      play_episodes, random_policy, reply_spans, thought_length, without_thoughts)
 
@@ -60,6 +61,7 @@ from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, ow
 def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     run = setup(cfg_dict, resume_dir)
     cfg, P, N = run.cfg, run.cfg.rollout.groups, run.cfg.rollout.group_size
+    engine = fast_engine(cfg)  # the fast package (fast/) with rollout.engine=fast, else None
     progress = tqdm(range(run.start, cfg.train.iterations + 1), desc="train", initial=run.start - 1,
                     total=cfg.train.iterations, disable=bench)
     for iteration in progress:
@@ -102,14 +104,14 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
                               run.optimizers.get("critic"), cfg, run.device, run.generator))
         copy_weights(run.actor, run.sampler.model)
         metrics["perf/update_s"] = clock.lap()
-        if iteration == run.start and ENGINE:
-            ENGINE.freeze_collector()  # what lives to the end leaves the cycle collector's passes
+        if iteration == run.start and engine:
+            engine.freeze_collector()  # what lives to the end leaves the cycle collector's passes
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
     release_lock(run.run_dir)
-    if ENGINE:
-        ENGINE.release_collector()
+    if engine:
+        engine.release_collector()
     if not bench:
         print(run_summary(run.run_dir, time.time() - run.started))
     return run.run_dir
@@ -249,7 +251,8 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
         flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
         # END SOLUTION
         lm_head = actor.get_output_embeddings()
-        logprob_and_entropy = ENGINE.logprob_and_entropy if ENGINE else starpo.logprob_and_entropy
+        engine = fast_engine(cfg)
+        logprob_and_entropy = engine.logprob_and_entropy if engine else starpo.logprob_and_entropy
 
         def chunk_fn(h, y):
             return logprob_and_entropy(lm_head(h), y, temperature, with_entropy)  # logits (c, V) -> two (c,)
@@ -301,7 +304,8 @@ def compute_advantages(batch, cfg):
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
         steps = configured_gae_steps(mask, cfg)  # (B, T-1) GAE's time steps
-        compute_gae = ENGINE.compute_gae if ENGINE else starpo.compute_gae  # fast/gae.py: the same numbers
+        engine = fast_engine(cfg)
+        compute_gae = engine.compute_gae if engine else starpo.compute_gae  # fast/gae.py: the same numbers
         advantages, returns = compute_gae(token_rewards, batch.values, steps, cfg.algo.gamma, cfg.algo.lam)
         batch.returns = returns * mask  # the critic learns on the sampled tokens only
         batch.advantages = starpo.masked_whiten(advantages, mask)
@@ -478,23 +482,19 @@ def setup(cfg_dict, resume_dir):
         raise
 
 
-ENGINE = None  # the fast package (fast/) while rollout.engine switches it on (load_policy), else None
-
-
 def load_policy(cfg, saved_actor=None):
     """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder,
     when given), its chat format (end-of-turn and stop ids, from the model's own template) and the sampler
-    that plays the episodes. Sets ENGINE for the run (models.fast_engine reads rollout.engine).
+    that plays the episodes. Resolves rollout.engine=auto into fast or hf for this model and device.
     -> (device, actor, sampler); the chat format is sampler.chat"""
-    global ENGINE
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, saved_actor)
     if saved_actor:
         check_finite_weights(actor, saved_actor)
     chat = chat_format(tokenizer, actor.generation_config)
-    ENGINE = fast_engine(cfg, actor, device)
-    return device, actor, build_sampler(actor, chat, cfg, device, ENGINE)
+    cfg.rollout.engine = resolve_engine(cfg, actor, device)  # every function that reads it sees fast or hf
+    return device, actor, build_sampler(actor, chat, cfg, device)
 
 
 def build_run(cfg_dict, run_dir, resume_dir):
@@ -529,8 +529,9 @@ def build_run(cfg_dict, run_dir, resume_dir):
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
-    if ENGINE:  # after every copy (a copy would share the compiled code); the sampler decodes with its own
-        ENGINE.compile_for_training(actor.base_model, critic and critic.backbone,
+    engine = fast_engine(cfg)
+    if engine:  # after every copy (a copy would share the compiled code); the sampler decodes with its own
+        engine.compile_for_training(actor.base_model, critic and critic.backbone,
                                     reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.algo.weight_decay,
@@ -549,7 +550,7 @@ def build_run(cfg_dict, run_dir, resume_dir):
         tqdm.write(f"{run_dir} already has its {cfg.train.iterations} iterations: to train on, raise them, "
                    f"e.g. python ragen_mini.py --resume {run_dir} "
                    f"train.iterations={2 * cfg.train.iterations}")
-    if device.type == "cuda" and ENGINE:
+    if device.type == "cuda" and engine:
         tqdm.write("the first evaluation and iteration compile the decoder and the layers "
                    "(2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:

@@ -17,8 +17,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the repository's modules
-import models  # noqa: E402
-import rollout  # noqa: E402
+import ragen_mini  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,11 +25,8 @@ parser.add_argument("--config", required=True)
 parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 cfg = namespace(load_config(args.config, args.overrides))
-device = models.train_device(cfg)
-torch.manual_seed(0)
-tokenizer, actor = models.load_models(cfg, device)
-chat = rollout.chat_format(tokenizer, actor.generation_config)
-decoder = models.build_sampler(actor, chat, cfg, device, models.fast_engine(cfg, actor, device)).decoder
+device, actor, sampler = ragen_mini.load_policy(cfg)  # as a run loads them
+decoder = sampler.decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")
 batch = cfg.rollout.groups * cfg.rollout.group_size
@@ -39,7 +35,7 @@ lengths = range(300, cfg.rollout.max_context - cfg.rollout.max_new_tokens + 1, 2
 generator = torch.Generator().manual_seed(0)
 for attempt in ("first", "again"):
     for length in lengths:
-        contexts = torch.randint(10, min(1000, len(tokenizer)), (batch, length), generator=generator).tolist()
+        contexts = torch.randint(10, min(1000, len(sampler.chat.tokenizer)), (batch, length), generator=generator).tolist()
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()

@@ -227,10 +227,10 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
     assert "gpt2" in fast.decoder.unsupported(model)
     with pytest.raises(SystemExit, match="rollout.engine=fast.*use rollout.engine=auto or hf"):
-        models.fast_engine(ns("rollout.engine=fast"), model, CPU)
+        models.resolve_engine(ns("rollout.engine=fast"), model, CPU)
     with pytest.raises(ValueError, match="rollout.engine=hf"):
         fast.decoder.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
-    assert models.fast_engine(ns("rollout.engine=hf"), model, CPU) is None
+    assert models.resolve_engine(ns("rollout.engine=hf"), model, CPU) == "hf"
     assert models.build_sampler(model, chat_of(tok), ns("rollout.engine=hf"), CPU).decoder is None
     assert not fast.runs(model, ns("rollout.engine=auto"), torch.device("cuda"))
     assert "gpt2" in capsys.readouterr().out
@@ -504,11 +504,11 @@ overrides = {[*SMALL_RUN, *BANDIT, "train.iterations=1", "eval.every=0"]!r}
 for engine in ("hf", "auto"):
     ragen_mini.main(["--config", {TINY_YAML!r}, *overrides, f"run_dir={tmp_path}/" + engine,
                      f"rollout.engine={{engine}}"])
-    assert ragen_mini.ENGINE is None, engine
     assert "fast" not in sys.modules and "fast.decoder" not in sys.modules, engine
 cfg = ragen_mini.namespace(ragen_mini.load_config({TINY_YAML!r}, [*overrides, "rollout.engine=fast"]))
 tokenizer, actor = models.load_models(cfg, models.train_device(cfg))
-assert models.fast_engine(cfg, actor, models.train_device(cfg)) is sys.modules["fast"]
+assert models.resolve_engine(cfg, actor, models.train_device(cfg)) == "fast"
+assert models.fast_engine(cfg) is sys.modules["fast"]
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
@@ -517,12 +517,15 @@ print("ok")
 
 
 def test_auto_is_the_readable_path_on_the_cpu_and_fast_on_a_gpu(tok_actor):
-    """auto: None (the readable path) on the CPU; on a GPU the fast package for the tiny model (Qwen2 layers).
-    The device is only read, so the GPU's answer is checked here too."""
+    """auto: hf (the readable path) on the CPU; on a GPU fast for the tiny model (Qwen2 layers). The device is
+    only read, so the GPU's answer is checked here too. fast_engine hands out the package for fast alone."""
     _, actor = tok_actor
-    assert models.fast_engine(ns("rollout.engine=auto"), actor, CPU) is None
-    assert models.fast_engine(ns("rollout.engine=auto"), actor, torch.device("cuda")) is fast
-    assert models.fast_engine(ns("rollout.engine=fast"), actor, CPU) is fast
+    assert models.resolve_engine(ns("rollout.engine=auto"), actor, CPU) == "hf"
+    assert models.resolve_engine(ns("rollout.engine=auto"), actor, torch.device("cuda")) == "fast"
+    assert models.resolve_engine(ns("rollout.engine=fast"), actor, CPU) == "fast"
+    assert models.fast_engine(ns("rollout.engine=fast")) is fast
+    assert models.fast_engine(ns("rollout.engine=hf")) is None
+    assert models.fast_engine(ns("rollout.engine=auto")) is None  # not resolved: the readable path
 
 
 @pytest.mark.parametrize("old, said", [
