@@ -14,6 +14,7 @@ rollout.cache or model.compile is refused with the key to use, and models.py alo
 """
 import doctest
 import functools
+import json
 import os
 import re
 import subprocess
@@ -584,3 +585,30 @@ def test_compare_gives_a_checkout_from_before_the_engine_its_old_keys(tmp_path):
                                                                             "model.compile=true"]
     assert compare.for_checkout(str(tmp_path), ["rollout.engine=auto"]) == []
     assert compare.for_checkout(str(ROOT), given) == given
+
+
+@pytest.mark.slow
+def test_compare_trains_a_preset_in_each_checkout_and_tables_the_medians(tmp_path):
+    """bench/compare.py --config: K iterations of a preset in each checkout (here this one twice), run folders
+    under --runs; each table line holds the median over both runs' iterations 2..K, recomputed here from their
+    metrics.jsonl, and the generation time per decoding step."""
+    runs = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "bench/compare.py", str(ROOT), "--bench", "3", "--config", TINY_YAML,
+                           "--runs", str(runs), *SMALL_RUN, *BANDIT, "warmup.steps=0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folders = sorted(runs.iterdir())
+    assert len(folders) == 2
+    table = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines() if line.startswith("perf/")}
+    for folder, column in zip(folders, (0, 1)):  # 1-<name>: this checkout, 2-<name>: the baseline
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        assert [row["iteration"] for row in rows] == [1, 2, 3]
+        for key in ("perf/iteration_s", "perf/update_s"):
+            expected = sorted(row[key] for row in rows[1:])
+            assert float(table[key][column]) == pytest.approx((expected[0] + expected[1]) / 2, abs=0.006)
+        per_step = sorted(1000 * row["perf/generate_s"] / row["perf/decode_steps"] for row in rows[1:])
+        assert float(table["perf/generate_ms_per_step"][column]) == pytest.approx(sum(per_step) / 2, abs=0.006)
+    # how many times faster this checkout is: a time's ratio is the baseline's over this one's, a rate's the other
+    for key, (faster, slower) in {"perf/generate_ms_per_step": (1, 0), "perf/gen_tokens_per_s": (0, 1)}.items():
+        ratio = float(table[key][faster]) / float(table[key][slower])
+        assert float(table[key][2].rstrip("x")) == pytest.approx(ratio, rel=0.02, abs=0.006)
