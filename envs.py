@@ -17,8 +17,8 @@ generalisation pairs are other names, e.g. `make_env("bandit", high_name="Teache
 
 Each env has `actions` (valid action names; Bandit's are in the order shown, a coin flip made by
 reset), `max_actions` (the per-trajectory budget, after which `truncated` is True; Bandit 1),
-`instruction` (the paper's task text; Bandit's is empty, its state text holds the task) and `symbols` (symbol ->
-meaning, in display order). `parse_answer` turns a reply into canonical action names.
+`instruction` (the paper's task text; Bandit's is empty, its state text holds the task) and `symbols`
+(symbol -> meaning, in display order). `parse_answer` turns a reply into canonical action names.
 
 `reset(seed)` fixes everything random in the episode (puzzle, map, slips, payout): the same seed and
 the same actions give the same trajectory; `copy_env(env)` copies an env mid-episode, random state
@@ -88,8 +88,8 @@ class Bandit:
                  high_prob=0.25):
         # The defaults make the risky arm the right choice: 0.25 * 1.0 = 0.25 > 0.1 on average.
         if not high_name.strip() or high_name.strip() == low_name.strip():
-            raise ValueError(f"the arms need two different, non-empty names, not {high_name!r} and {low_name!r}: "
-                             "an answer naming one would pull both")
+            raise ValueError(f"the arms need two different, non-empty names, not {high_name!r} and "
+                             f"{low_name!r}: an answer naming one would pull both")
         if not (0 <= high_prob <= 1 and max(abs(low_payout), abs(high_payout)) <= 1000):
             raise ValueError("high_prob must be in [0, 1] and the payouts within [-1000, 1000]")
         self.high_name, self.low_name = high_name, low_name
@@ -120,12 +120,13 @@ class Bandit:
 
     def render(self):
         a, b = self.actions
-        text = ("You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull. "
-                f"\nGame Rules: \n1. There are 2 arms, named {a} and {b}\n2. Each arm has its own reward "
-                "distribution, related to their names. \n3. Analyze the symbolic meaning of each arm's name to "
-                "guess how their reward distribution might behave.\n4. Based on the symbolic meaning of their "
-                "names, which arm do you think is more likely to give higher rewards on average? Choose between "
-                f"{a} and {b}, and output like <answer> {a} </answer> or <answer> {b} </answer>.\n")
+        text = ("You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to "
+                f"pull. \nGame Rules: \n1. There are 2 arms, named {a} and {b}\n2. Each arm has its own "
+                "reward distribution, related to their names. \n3. Analyze the symbolic meaning of each "
+                "arm's name to guess how their reward distribution might behave.\n4. Based on the symbolic "
+                "meaning of their names, which arm do you think is more likely to give higher rewards on "
+                f"average? Choose between {a} and {b}, and output like <answer> {a} </answer> or "
+                f"<answer> {b} </answer>.\n")
         if self.pulled is not None:
             text += f"\nYou pulled {self.pulled[0]} and received {self.pulled[1]} points."
         return text
@@ -318,7 +319,8 @@ class Sokoban:
     instruction = ("You are solving the Sokoban puzzle. You are the player and you need to push all "
                    "boxes to targets. When you are right next to a box, you can push it by moving in "
                    "the same direction. You cannot push a box through a wall, and you cannot pull a "
-                   "box. The answer should be a sequence of actions, like <answer>Right || Right || Up</answer>")
+                   "box. The answer should be a sequence of actions, like "
+                   "<answer>Right || Right || Up</answer>")
     symbols = {"#": "wall", "_": "empty", "O": "target", "√": "box on target", "X": "box", "P": "player",
                "S": "player on target"}
 
@@ -388,10 +390,11 @@ class Sokoban:
 
 class FrozenLake:
     instruction = ("You are solving the FrozenLake puzzle. Forbid the whole and go to the target. You may "
-                   "move to the unintended direction due to the slippery ice. Example answer format: <think>To "
-                   "forbid the hole and go to the target, I should go left then go up.</think><answer>Left || "
-                   "Up</answer>")
-    symbols = {"P": "player", "_": "empty", "O": "hole", "G": "goal", "X": "player in hole", "√": "player on goal"}
+                   "move to the unintended direction due to the slippery ice. Example answer format: "
+                   "<think>To forbid the hole and go to the target, I should go left then go up.</think>"
+                   "<answer>Left || Up</answer>")
+    symbols = {"P": "player", "_": "empty", "O": "hole", "G": "goal", "X": "player in hole",
+               "√": "player on goal"}
     _MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 
     def __init__(self, size=4, p_frozen=0.8, is_slippery=True, max_actions=10, spaced_grid=False):
@@ -487,7 +490,7 @@ def copy_env(env):
     """An independent copy of an env mid-episode (a group's N rollouts start from one reset). Steps replace
     the state's values (tuples, frozensets) instead of changing them, so a shallow copy may share them;
     only the random generator (slips, payouts) gets a state of its own. copy.deepcopy would do the same
-    but copies the generator's 625 numbers one by one: 0.27 s for 1,024 FrozenLake copies, against 0.036 s."""
+    but copies the generator's 625 numbers one by one, several times slower (docs/performance.md)."""
     twin = copy.copy(env)
     if hasattr(env, "rng"):
         twin.rng = random.Random()
@@ -504,9 +507,12 @@ def make_env(name, **kwargs):
         raise TypeError(f"{name} has no keyword {unknown}; valid keywords: {list(parameters)}")
     for key, value in kwargs.items():  # YAML reads `is_slippery: 'no'` as a string, which would count as true
         default = parameters[key].default
-        if isinstance(default, (bool, str)) and type(value) is not type(default) or isinstance(default, float) and (
-                isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise TypeError(f"{name}'s {key} must be a {type(default).__name__} like {default!r}, not {value!r}")
+        wrong_kind = isinstance(default, (bool, str)) and type(value) is not type(default)
+        not_a_number = isinstance(default, float) and (isinstance(value, bool)
+                                                       or not isinstance(value, (int, float)))
+        if wrong_kind or not_a_number:
+            raise TypeError(f"{name}'s {key} must be a {type(default).__name__} like {default!r}, "
+                            f"not {value!r}")
     return ENVS[name](**kwargs)
 
 
@@ -548,7 +554,8 @@ def without_special_strings(text, require_think=True):
     if pair is None:
         return text
     think, answer = pair
-    return f"<think>{think}</think><answer>{answer}</answer>" if require_think else f"<answer>{answer}</answer>"
+    tagged = f"<answer>{answer}</answer>"
+    return f"<think>{think}</think>{tagged}" if require_think else tagged
 
 
 def _first_pair(text, require_think):

@@ -49,8 +49,8 @@ from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, 
                          load_state, open_run_folder, release_lock, report_zero_signal, rollout_metrics,
                          run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
-from models import (Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models, resolve_engine,
-                    train_device)
+from models import (Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models,
+                    resolve_engine, train_device)
 from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy,
                      play_episodes, random_policy, reply_spans, thought_length, without_thoughts)
 

@@ -49,9 +49,10 @@ def build_tokenizer(corpus, vocab_size=2048):
     # reloads a checkpoint's copy as Qwen2Tokenizer, without the grid-cell split; the ids stay the same,
     # since no merge of this vocabulary joins two cells (test_checkpoint_loads_with_auto_classes).
     bpe.normalizer = normalizers.NFC()
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(GRID_CELL), "isolated"),
                                                  pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), "isolated"),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+                                                 byte_level])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

@@ -34,8 +34,9 @@ import tempfile
 import yaml
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/generate_ms_per_step", "perf/logprob_s",
-        "perf/update_s", "perf/decode_steps", "perf/gen_tokens_per_s", "perf/peak_mem_gb", "perf/peak_reserved_gb"]
+KEYS = ["perf/iteration_s", "perf/rollout_s", "perf/generate_s", "perf/generate_ms_per_step",
+        "perf/logprob_s", "perf/update_s", "perf/decode_steps", "perf/gen_tokens_per_s", "perf/peak_mem_gb",
+        "perf/peak_reserved_gb"]
 OLD_KEYS = {"hf": ["rollout.cache=dynamic", "model.compile=false"],
             "fast": ["rollout.cache=static", "model.compile=true"], "auto": []}
 
@@ -103,7 +104,8 @@ def main():
     parser.add_argument("--abba", action="store_true",
                         help="four benchmarks: this, the baseline, the baseline, this")
     parser.add_argument("--config", help="train this preset for --bench iterations instead of --bench")
-    parser.add_argument("--runs", help="with --config: where the run folders go (default: a temporary folder)")
+    parser.add_argument("--runs",
+                        help="with --config: where the run folders go (default: a temporary folder)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_intermixed_args()
     baseline_overrides = (args.overrides if args.baseline_overrides is None

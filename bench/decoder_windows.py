@@ -35,7 +35,8 @@ lengths = range(300, cfg.rollout.max_context - cfg.rollout.max_new_tokens + 1, 2
 generator = torch.Generator().manual_seed(0)
 for attempt in ("first", "again"):
     for length in lengths:
-        contexts = torch.randint(10, min(1000, len(sampler.chat.tokenizer)), (batch, length), generator=generator).tolist()
+        vocab = min(1000, len(sampler.chat.tokenizer))
+        contexts = torch.randint(10, vocab, (batch, length), generator=generator).tolist()
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()

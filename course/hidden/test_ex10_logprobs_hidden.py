@@ -22,7 +22,8 @@ WEIGHTS = {"test_agrees_with_a_plain_forward_on_the_tiny_models_shape": 3,
 
 
 def config(temperature, chunk):
-    return SimpleNamespace(rollout=SimpleNamespace(temperature=temperature), algo=SimpleNamespace(logits_chunk=chunk))
+    return SimpleNamespace(rollout=SimpleNamespace(temperature=temperature, engine="hf"),
+                           algo=SimpleNamespace(logits_chunk=chunk))
 
 
 def reference(model, ids, mask, temperature):

@@ -22,7 +22,7 @@ LN2 = math.log(2)
 
 
 def config(temperature=1.0, chunk=2):
-    return SimpleNamespace(rollout=SimpleNamespace(temperature=temperature),
+    return SimpleNamespace(rollout=SimpleNamespace(temperature=temperature, engine="hf"),
                            algo=SimpleNamespace(logits_chunk=chunk))
 
 

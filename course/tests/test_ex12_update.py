@@ -88,7 +88,7 @@ def make_cfg(mini=2, micro=1, epochs=1, grad_clip=1e6):
     return SimpleNamespace(algo=SimpleNamespace(ppo_epochs=epochs, mini_batch_size=mini, micro_batch_size=micro,
                                                 micro_batch_tokens=0, grad_clip=grad_clip, loss_agg="token-mean",
                                                 value_clip=0.5),
-                           rollout=SimpleNamespace(temperature=1.0))
+                           rollout=SimpleNamespace(temperature=1.0, engine="hf"))
 
 
 def spied(model, name, events, lr=1.0):
