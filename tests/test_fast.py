@@ -494,6 +494,7 @@ def test_the_compiled_log_softmax_gives_log_probs_and_entropies():
 # ================================================================================================
 # rollout.engine, the one switch
 # ================================================================================================
+@pytest.mark.slow
 def test_the_readable_path_never_imports_the_fast_package(tmp_path):
     """A fresh process trains one tiny iteration with rollout.engine=hf, and one with auto on the CPU (which
     resolves to hf): neither imports fast/. The same process then switches it on with rollout.engine=fast."""

@@ -457,7 +457,7 @@ def test_rollout_masks_with_llm_policy(tok_actor):
 # ================================================================================================
 # 4. Sampling is exactly softmax(logits / T), whatever the model's generation_config says
 # ================================================================================================
-@pytest.mark.parametrize("engine", ["hf", "fast"])
+@pytest.mark.parametrize("engine", ["hf", pytest.param("fast", marks=pytest.mark.slow)])  # fast: 4,000 rows
 def test_sampling_is_exactly_softmax_over_temperature(tok_actor, engine):
     """Two contexts of different lengths in one left-padded batch, one sampled token each."""
     tok, actor = tok_actor
