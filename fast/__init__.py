@@ -1,8 +1,8 @@
 """The fast engine: optional. ragen-mini trains and samples without it (rollout.engine=hf: transformers'
 `generate`, the layers and the log-softmax op by op, starpo.compute_gae); with it (rollout.engine=fast, or
 auto on a GPU for the Llama and Qwen2 models the static decoder runs) each piece below computes the same
-numbers faster. models.fast_engine reads the key and is the only place outside this package that imports it;
-the trainer then calls the functions of this file.
+numbers faster. models.py reads the key (resolve_engine, fast_engine) and is the only place outside this
+package that imports it; the trainer then calls the functions of this file.
 
     decoder.py  StaticDecoder: the rollout's sampling, for rollout.LLMPolicy's `generate`
     compile.py  compile_backbone: compiled layers, widths in multiples of 8, flash attention, for the
