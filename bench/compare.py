@@ -54,14 +54,19 @@ def for_checkout(folder, overrides):
     return translated
 
 
-def bench(folder, k, overrides):
-    """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k. Each checkout compiles into an
+def environment(folder, command):
+    """Prints the command about to run in `folder`; -> its environment. Each checkout compiles into an
     inductor cache of its own, next to it: a graph cached by one checkout could otherwise serve the other,
     since the cache's key does not cover everything a graph depends on (the attention backend, for one)."""
-    command = [sys.executable, "ragen_mini.py", "--bench", str(k), *for_checkout(folder, overrides)]
     print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
+    return {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.path.abspath(folder), ".inductor-cache")}
+
+
+def bench(folder, k, overrides):
+    """Runs the benchmark in `folder`; -> its JSON lines of iterations 2..k."""
+    command = [sys.executable, "ragen_mini.py", "--bench", str(k), *for_checkout(folder, overrides)]
     lines = []
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.path.abspath(folder), ".inductor-cache")}
+    env = environment(folder, command)
     with subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, text=True, env=env) as process:
         for line in process.stdout:
             if line.startswith("{"):
@@ -78,9 +83,7 @@ def train(folder, k, config, overrides, run_dir):
     command = [sys.executable, "ragen_mini.py", "--config", config, *for_checkout(folder, overrides),
                f"train.iterations={k}", "train.time_limit_min=0", "eval.every=0", "checkpoint.every=0",
                f"run_dir={run_dir}", "overwrite=true"]
-    print(f"$ (cd {folder} && {' '.join(command)})", flush=True)
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.path.abspath(folder), ".inductor-cache")}
-    if subprocess.run(command, cwd=folder, env=env).returncode:
+    if subprocess.run(command, cwd=folder, env=environment(folder, command)).returncode:
         raise SystemExit(f"the run in {folder} failed; its folder: {run_dir}")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         lines = [json.loads(line) for line in f]
@@ -88,9 +91,10 @@ def train(folder, k, config, overrides, run_dir):
 
 
 def medians(lines):
-    for line in lines:
-        if line.get("perf/decode_steps"):
-            line["perf/generate_ms_per_step"] = 1000 * line["perf/generate_s"] / line["perf/decode_steps"]
+    """The median of each timing in KEYS over `lines`, perf/generate_ms_per_step derived from each line's
+    generation time and decoding steps."""
+    lines = [{**line, "perf/generate_ms_per_step": 1000 * line["perf/generate_s"] / line["perf/decode_steps"]}
+             if line.get("perf/decode_steps") else line for line in lines]
     return {key: statistics.median(line[key] for line in lines) for key in KEYS if key in lines[0]}
 
 

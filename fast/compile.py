@@ -29,11 +29,8 @@ def compile_backbone(backbone):
     through padded_forward. The layers differ only in their weights, which the compiled code takes as inputs,
     so it compiles once per layer class and grad mode, not once per layer (the trainer's forward keeps no KV
     cache, which would be indexed by layer). dynamic=True: every micro-batch has its own width. A backbone
-    may be None (no critic, no reference); one without a `layers` list (GPT-2 names its blocks `h`) keeps
-    its eager layers. Call it after every copy of the model: a copy would share the compiled code of the
-    original's layers."""
-    if backbone is None:
-        return
+    without a `layers` list (GPT-2 names its blocks `h`) keeps its eager layers. Call it after every copy of
+    the model: a copy would share the compiled code of the original's layers."""
     for layer in getattr(backbone, "layers", []):
         layer.forward = torch.compile(layer.forward, dynamic=True)
     backbone.forward = functools.partial(padded_forward, type(backbone).forward.__get__(backbone))
