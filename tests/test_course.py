@@ -329,10 +329,16 @@ import pytest
 root, todo, out = sys.argv[1:4]
 sys.path[:0] = [os.path.join(root, "course"), root]
 import grade
+# Installed packages may live under the root too (a virtual environment in the checkout): never theirs.
+installed = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix})
+def own(module):
+    file = getattr(module, "__file__", None) or ""
+    return (file.startswith(os.path.join(root, "")) and not file.startswith(installed)
+            and "site-packages" not in file.split(os.sep))
 results = {}
 for i, (name, exercise, modules) in enumerate(json.load(open(todo))):
-    for loaded in [m for m, module in sys.modules.items() if m.startswith("test_ex") or m not in (
-            "grade", "grading_plugin") and (getattr(module, "__file__", None) or "").startswith(root)]:
+    for loaded in [m for m, module in sys.modules.items()
+                   if m.startswith("test_ex") or m not in ("grade", "grading_plugin") and own(module)]:
         del sys.modules[loaded]  # the project's modules are imported afresh, the mutants' importers included
     for module, text in modules:
         mutant = types.ModuleType(module)

@@ -154,12 +154,12 @@ def test_without_thoughts_keeps_the_closing_tag_and_the_answer(tok_actor):
 
 # ---- the collapse measures ----------------------------------------------------------------------------------
 def test_thought_mutual_information_against_a_hand_computation():
-    logp = torch.tensor([[-1.0, -4.0, -2.0], [-3.0, -1.0, -2.0], [-5.0, -6.0, -2.0]])  # [prompt i, thought j]
-    by_hand = 0.0
+    rows = [[-1.0, -4.0, -2.0], [-3.0, -1.0, -2.0], [-5.0, -6.0, -2.0]]  # log p(thought j | prompt i)
+    by_hand = 0.0  # plain floats: the reference shares no code, and no tensor type, with the function
     for j in range(3):
-        marginal = sum(math.exp(logp[i][j]) for i in range(3)) / 3
-        by_hand += (logp[j][j] - math.log(marginal)) / 3
-    assert float(starpo.thought_mutual_information(logp)) == pytest.approx(by_hand, abs=1e-6)
+        marginal = sum(math.exp(rows[i][j]) for i in range(3)) / 3
+        by_hand += (rows[j][j] - math.log(marginal)) / 3
+    assert float(starpo.thought_mutual_information(torch.tensor(rows))) == pytest.approx(by_hand, abs=1e-6)
     assert float(starpo.thought_mutual_information(torch.zeros(4, 4))) == pytest.approx(0.0, abs=1e-7)  # one template
     diagonal = torch.full((4, 4), -1e4).fill_diagonal_(0.0)
     assert float(starpo.thought_mutual_information(diagonal)) == pytest.approx(math.log(4))  # each fits its own prompt

@@ -697,8 +697,10 @@ def same(a, b):
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9,
-                                                                                               abs_tol=1e-12)
+        # float32 work (a model's log-probs) sums in another order with another thread count: a few units
+        # in the 7th digit apart, where a stale fixture is off by far more
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-5,
+                                                                                               abs_tol=1e-6)
     return a == b
 
 
