@@ -231,9 +231,9 @@ def continues(held, context):
 
 class StaticDecoder:
     """What `generate` does, for the fast engine: a KV cache of fixed shape (batch_size rows x
-    max_context slots), allocated once, and decoding in blocks of CHECK_EVERY steps, each block captured
-    on a GPU as one CUDA graph: one launch per 8 tokens, where eager decoding launches hundreds of kernels
-    per token, and the host waits for the GPU once per block, to see whether every row has stopped. A
+    max_context + WINDOW_STEP slots), allocated once, and decoding in blocks of CHECK_EVERY steps, each block
+    captured on a GPU as one CUDA graph: one launch per 8 tokens, where eager decoding launches hundreds of
+    kernels per token, and the host waits for the GPU once per block, to see whether every row has stopped. A
     turn lasts as long as its longest reply: rows with no conversation this turn (episodes that ended,
     spare rows) count as stopped from the start.
 
@@ -245,9 +245,13 @@ class StaticDecoder:
 
     with the attention mask at 0 on every padding slot and position ids that count real tokens only, so
     each row computes exactly what the unpadded conversation would. `self.held[r]` lists the real tokens
-    of row r. A call that is not the continuation of the previous one (a new batch of episodes, new
-    weights: the caller says so with reuse=False), a context that does not continue any row, or a
-    conversation that would outgrow the slots, starts the cache afresh from slot 0.
+    of row r. Every decoding step reads the whole window, padding included, so before a turn whose window
+    (or room) it shrinks, the cache is compacted (compact): each row's real tokens move, in order, to the
+    end of the used slots, and the padding gathers in front of them. A key's rotary angle comes from its
+    position id, not its slot, and the attention weighs the visible slots whatever their order, so a row
+    computes the same after the move. A call that is not the continuation of the previous one (a new batch
+    of episodes, new weights: the caller says so with reuse=False), a context that does not continue any
+    row, or a conversation that would outgrow the slots even compacted, starts the cache afresh from slot 0.
 
     The decoder fuses the model's q, k, v and gate, up weights in place (fuse): the model computes what
     it did before. Its weights may change between calls (the trainer copies new ones in place): the
@@ -257,7 +261,11 @@ class StaticDecoder:
     def __init__(self, model, batch_size, cfg, stop_ids, pad_id):
         self.model, self.batch_size, self.cfg = model, batch_size, cfg
         self.pad_id, self.stop_set = pad_id, set(stop_ids)
-        self.slots = cfg.rollout.max_context
+        # rollout.max_context bounds each conversation, but the rows share the slots of a turn: its new tokens
+        # start after the longest row's and end as late as the longest new part. WINDOW_STEP slots more
+        # leave room for that, where a cache of max_context slots would start afresh and feed whole
+        # conversations again in the last turns of long episodes.
+        self.slots = cfg.rollout.max_context + WINDOW_STEP
         device, config, reason = model.device, model.config, unsupported(model)
         if reason:
             raise ValueError(f"the static decoder cannot run this model: {reason}; "
@@ -323,16 +331,43 @@ class StaticDecoder:
             rows.append(row)
             row += 1
         if reuse and rows[-1] < self.batch_size:
+            ended = sorted(set(range(self.batch_size)) - set(rows))
+            self.mask[ended] = 0  # conversations that ended (often the longest) hold nothing a turn reads
             new = [[] for _ in range(self.batch_size)]  # rows without a context feed nothing, decode junk
             for context, row in zip(contexts, rows):
                 new[row] = context[len(self.held[row]):]
-            if self.next_slot + self.width(new) + self.cfg.rollout.max_new_tokens <= self.slots:
+            turn = self.width(new) + self.cfg.rollout.max_new_tokens  # the slots this turn adds
+            real = int(self.mask[:, :self.next_slot].sum(1).max())  # the slots a compacted cache uses
+            if (self.window(real + turn) < self.window(self.next_slot + turn)
+                    or self.next_slot + turn > self.slots):
+                self.compact(real)
+            if self.next_slot + turn <= self.slots:
                 return rows, new
         # Afresh from slot 0. The spare rows copy the first context (any tokens would do: they count as
         # stopped from the start, and what they emit is dropped).
         self.mask.zero_()  # the cache's old keys and values stay, masked
         self.next_slot, self.held = 0, [[] for _ in range(self.batch_size)]
         return list(range(len(contexts))), contexts + [contexts[0]] * (self.batch_size - len(contexts))
+
+    def window(self, end):
+        """The slots a turn's attention reads when its reply may reach slot `end`: rounded up to WINDOW_STEP
+        (few distinct shapes, each with its own CUDA graphs), all the slots at most."""
+        return min(self.slots, rounded_up(end, WINDOW_STEP))
+
+    def compact(self, real):
+        """Move each row's real tokens (mask 1), in order, into the slots just before slot `real`, the most
+        real tokens any row holds; the row's padding gathers before them. About one read and one write of
+        the used cache, where a turn's decoding steps read it once per step.
+
+        One row, slots [pad, a, pad, b] (mask 0 1 0 1) -> [a, b] in slots 0 and 1, mask 1 1."""
+        used = self.mask[:, :self.next_slot]                            # (B, S)
+        order = used.argsort(dim=1, stable=True)[:, used.shape[1] - real:]  # (B, real): the real slots
+        for cache in (*self.keys, *self.values):                        # (B, G, L, d) each
+            cache[:, :, :real] = cache.gather(2, order[:, None, :, None].expand(-1, cache.shape[1], -1,
+                                                                                cache.shape[3]))
+        self.mask[:, :real] = used.gather(1, order)
+        self.mask[:, real:self.next_slot] = 0
+        self.next_slot = real
 
     def width(self, new):
         """The prefill's width: the longest row of new tokens rounded up to PREFILL_STEP, while a reply still
@@ -358,7 +393,7 @@ class StaticDecoder:
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
         slots = torch.arange(start, start + width, device=device)  # (W,)
-        window = min(self.slots, rounded_up(start + width, WINDOW_STEP))
+        window = self.window(start + width)
         logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, window,
                          self.prefill_layer)
         return logits.float(), positions[:, -1:], start + width
@@ -368,7 +403,7 @@ class StaticDecoder:
         pad_id after a row's stop token, and in every row not in `rows` (no conversation this turn); the
         first `fed` = steps - 1 tokens of every row went into the cache (the last one needs no step)."""
         cfg = self.cfg.rollout
-        window = min(self.slots, rounded_up(start + cfg.max_new_tokens, WINDOW_STEP))  # the turn's slots
+        window = self.window(start + cfg.max_new_tokens)  # the turn's slots
         greedy = temperature == 0
         if not greedy:
             self.temperature.fill_(temperature)

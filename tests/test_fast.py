@@ -3,10 +3,10 @@
 The static decoder (fast/decoder.py) keeps a conversation's KV cache from turn to turn: whole multi-turn
 rollouts with greedy answers must come out token for token as transformers' `generate` plays them, turn after
 turn re-reading the whole conversation, while the recorded forward passes show that later turns fed only their
-new tokens, and that the cache started afresh when its slots ran out. The decoder's own forward must give the
-logits of the model's forward for every Llama and Qwen2 configuration it accepts, compiled for the prefills as
-one graph for all layers, and its decoding step compiled twice at most for all windows; its sampler must draw
-tokens with their softmax probabilities.
+new tokens, and that the cache is compacted when that shrinks a turn's window or makes it fit. The decoder's
+own forward must give the logits of the model's forward for every Llama and Qwen2 configuration it accepts,
+compiled for the prefills as one graph for all layers, and its decoding step compiled twice at most for all
+windows; its sampler must draw tokens with their softmax probabilities.
 
 The compiled layers and log-softmax (fast/compile.py) and the packed GAE (fast/gae.py) must give the readable
 functions' numbers. rollout.engine is the one switch: the readable path never imports fast/, an old config's
@@ -90,14 +90,17 @@ def llama_like(actor):
         num_key_value_heads=c.num_key_value_heads, rope_theta=100000.0, tie_word_embeddings=True)).eval()
 
 
-@pytest.mark.parametrize("family, max_context", [("qwen2", 1024), ("qwen2", 785), ("llama", 785)])
-def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family,
-                                                                                  max_context, monkeypatch):
+@pytest.mark.parametrize("family, max_context, window_step",
+                         [("qwen2", 1024, 256), ("qwen2", 785, 256), ("llama", 785, 256), ("qwen2", 785, 1)])
+def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family, max_context,
+                                                                                  window_step, monkeypatch):
     """Sokoban, 5 turns of up to 12 tokens, 10 trajectories in a decoder of 12 rows (2 spare). Some
     replies stop early (their padding slots must be masked), and with max_context=785 trajectories end at
-    different turns (the live rows become a subsequence) and the slots run out (the cache starts afresh):
-    the conversations reach 770-807 tokens, and the padding of early stops makes the slots fill faster.
-    The decoder runs the layers itself (fast.decoder.forward), for Qwen2 and Llama models."""
+    different turns (the live rows become a subsequence): the conversations reach 770-807 tokens. With
+    windows of one slot (window_step=1) every turn after one with padding shrinks its window by compacting
+    the cache, and the slots (max_context + 1) run out but for compaction. The decoder runs the layers
+    itself (fast.decoder.forward), for Qwen2 and Llama models."""
+    monkeypatch.setattr(fast.decoder, "WINDOW_STEP", window_step)
     tok, actor = tok_actor
     cfg = ns("env.name=sokoban", "env.max_turns=5", "rollout.max_new_tokens=12",
              f"rollout.max_context={max_context}")
@@ -116,22 +119,51 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     replies = [len(r) for t in expected for r in replies_of(t)]
     assert min(replies) < 12 and max(replies) == 12  # some replies stopped early, some ran to the limit
     # the first turn feeds the whole prompts from slot 0; a continuing turn feeds a block after the used
-    # slots, only as wide as the longest new part (env reply + the last reply token not yet fed), rounded up
-    assert seen[0][0] == 0
+    # slots, only as wide as the longest new part (env reply + the last reply token not yet fed), rounded
+    # up; with windows of 256 slots (WINDOW_STEP slots beyond max_context), every later turn continues
+    assert seen[0][0] == 0 and len(seen) == max(turns)
     first_prompt = min(t.sampled.index(1) for t in expected)
-    continued = [(start, width) for start, width, _ in seen[1:] if start > 0]
-    assert continued and all(width < first_prompt for _, width in continued)
+    continued = [width for start, width, _ in seen[1:] if start > 0]
+    assert continued and all(width < first_prompt for width in continued)
+    assert len(continued) == len(seen) - 1 or window_step == 1
     if max_context == 1024:
-        assert turns == [5] * 10 and len(continued) == 4  # every turn after the first continued the cache
+        assert turns == [5] * 10
     else:
         assert len(set(turns)) > 1  # trajectories ended at different turns
-        assert any(start == 0 for start, _, _ in seen[1:])  # and the cache started afresh at least once
-    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of 256
-    # slots
-    # (or all the slots), each window holding its block
-    assert all(width % 32 == 0 or width == max_context - 12 for _, width, _ in seen)
-    assert all((window % 256 == 0 or window == max_context) and window >= start + width
+    # compacted: a turn's block starts before the end of the previous turn's block (its reply came after it)
+    compacted = any(start < before + width for (before, width, _), (start, _, _) in zip(seen[1:], seen[2:]))
+    assert compacted == (window_step == 1)
+    # few distinct shapes: widths in steps of 32 tokens (or all the slots a reply leaves), windows of
+    # WINDOW_STEP slots (or all the slots), each window holding its block
+    slots = max_context + window_step
+    assert all(width % 32 == 0 or width == slots - 12 for _, width, _ in seen)
+    assert all((window % window_step == 0 or window == slots) and window >= start + width
                for start, width, window in seen)
+
+
+def test_an_ended_conversation_frees_its_slots_for_the_next_turn(monkeypatch):
+    """Three conversations of 20, 6 and 6 tokens; the longest ends after the first turn. Its slots and the
+    first turn's padding must be freed (compact) so that the second turn continues the other two in the
+    slots left (max_context + WINDOW_STEP = 48), where without compaction they would not fit and the
+    cache would start afresh. A fresh decoder, which feeds the two whole conversations, samples the same
+    greedy replies (float32)."""
+    monkeypatch.setattr(fast.decoder, "WINDOW_STEP", 8)
+    model = small_model(*ACCEPTED["qwen2 q/k/v biases"])
+    cfg = ns("rollout.max_context=40", "rollout.max_new_tokens=4")
+    generator = torch.Generator().manual_seed(2)
+    first = [torch.randint(1, 97, (n,), generator=generator).tolist() for n in (20, 6, 6)]
+    decoder = fast.decoder.StaticDecoder(model, 3, cfg, [0], 0)
+    replies = decoder.generate(first, 0.0).tolist()
+    end = decoder.next_slot
+    second = [context + [t for t in reply if t != 0] + torch.randint(1, 97, (5,), generator=generator).tolist()
+              for context, reply in zip(first[1:], replies[1:])]
+    seen = prefills(monkeypatch)
+    got = decoder.generate(second, 0.0, reuse=True)
+    [(start, width, _)] = seen
+    assert end + width + 4 > decoder.slots  # the used slots alone leave no room for this turn
+    assert 0 < start < end                  # it continued the cache, compacted
+    fresh = fast.decoder.StaticDecoder(model, 3, cfg, [0], 0)
+    assert got.tolist() == fresh.generate(second, 0.0).tolist()
 
 
 def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
