@@ -7,10 +7,13 @@ draw its figure and table from the run folders (docs/findings.md holds the verdi
     python findings.py 1 --draw --runs results/runs/findings   # draw only, from the kept runs
 
 Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run that ended normally is marked
-done (NAME.done) and is not run again. The figure goes to plots/findingN.png, the table to
-results/findings/findingN.md (and the screen). Findings 1, 4 and 5 share the Sokoban runs; Finding 3 reads
-them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same evaluation
-seeds each time), kept as thoughts.json by --keep:
+done (NAME.done) and is not run again. Each folder a run starts in carries the mark NAME/.findings-run, and
+only such a folder, not done, is removed (to start its run again). A run folder there with neither mark (kept
+runs, a run of your own) makes the run mode refuse, so results/runs/findings is only read (--draw). The
+figure goes to plots/findingN.png, the table to results/findings/findingN.md (and the screen); --draw with
+none of the finding's runs there is refused and writes nothing. Findings 1, 4 and 5 share the Sokoban runs;
+Finding 3 reads them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same
+evaluation seeds each time), kept as thoughts.json by --keep:
 
     # config, compacted metrics and thoughts into results/runs/findings
     python findings.py --keep runs/findings/*
@@ -333,21 +336,47 @@ def command(name, run_dir, extra=()):
             f"run_dir={run_dir}"]
 
 
+MARK = ".findings-run"  # run_all's mark in each run folder it makes: the only folders it may remove
+
+
+def own(run_dir):
+    return os.path.exists(os.path.join(run_dir, MARK))
+
+
+def not_ours(runs, names):
+    """The folders of RUNS that run_all did not make and would touch or mix with: those of NAMES, and every
+    run folder (metrics.jsonl), such as kept runs. A done run is left out: NAME.done is run_all's too, and a
+    done run is never started again."""
+    if not os.path.isdir(runs):
+        return []
+    return sorted(entry.path for entry in os.scandir(runs)
+                  if entry.is_dir() and not own(entry.path) and not done(entry.path)
+                  and (entry.name in names or os.path.exists(os.path.join(entry.path, "metrics.jsonl"))))
+
+
 def run_all(names, runs, parallel, extra=()):
     """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks
-    one that ended normally."""
+    one that ended normally. Refuses, starting nothing, when RUNS holds a folder it did not make."""
     todo = [n for n in names if not done(os.path.join(runs, n))]
+    if found := not_ours(runs, todo):
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise SystemExit(f"error: {found[0]}{more} is not a run findings.py started (no {MARK}: kept runs, "
+                         "or one of yours), and it never removes or runs beside one: nothing started; choose "
+                         "another --runs (default runs/findings) or move the folder away")
     os.makedirs(runs, exist_ok=True)
     running = []
     while todo or running:
         while todo and len(running) < parallel:
             name = todo.pop(0)
-            shutil.rmtree(os.path.join(runs, name), ignore_errors=True)  # a run cut short starts again
+            run_dir = os.path.join(runs, name)
+            if own(run_dir):
+                shutil.rmtree(run_dir)  # a run of ours cut short starts again
+            os.makedirs(run_dir)
+            open(os.path.join(run_dir, MARK), "w").close()  # first: if the run is cut short, ours to remove
             with open(os.path.join(runs, f"{name}.log"), "w") as log:
-                running.append((name, subprocess.Popen(command(name, os.path.join(runs, name), extra),
+                running.append((name, subprocess.Popen(command(name, run_dir, extra),
                                                        stdout=log, stderr=subprocess.STDOUT)))
-            print(f"started {name}: {' '.join(command(name, os.path.join(runs, name), extra)[1:])}",
-                  flush=True)
+            print(f"started {name}: {' '.join(command(name, run_dir, extra)[1:])}", flush=True)
         time.sleep(5)
         for name, process in [r for r in running if r[1].poll() is not None]:
             running.remove((name, process))
@@ -372,14 +401,20 @@ def keep(run_dirs, into="results/runs/findings"):
         print(f"kept {run_dir} in {target}")
 
 
-def draw(number, runs):
-    """Figure to plots/findingN.png, table to results/findings/findingN.md; returns the table."""
+def draw(number, runs, into="."):
+    """Figure to INTO/plots/findingN.png, table to INTO/results/findings/findingN.md (INTO: the repository, as
+    main() works there); returns the table. With none of the finding's runs in RUNS, it writes nothing: an
+    empty figure would take the place of a drawn one."""
+    if not any(has_results(os.path.join(runs, name)) for name in FINDINGS[number][1]):
+        raise SystemExit(f"error: none of Finding {number}'s runs has results in {runs}: nothing drawn; give "
+                         "--runs the folder that holds them (the kept runs: results/runs/findings)")
     table, fig = FINDINGS[number][2](runs)
     fig.tight_layout()
-    fig.savefig(os.path.join("plots", f"finding{number}.png"), dpi=80)
+    os.makedirs(os.path.join(into, "plots"), exist_ok=True)
+    fig.savefig(os.path.join(into, "plots", f"finding{number}.png"), dpi=80)
     plots.plt.close(fig)
-    os.makedirs(os.path.join("results", "findings"), exist_ok=True)
-    with open(os.path.join("results", "findings", f"finding{number}.md"), "w") as f:
+    os.makedirs(os.path.join(into, "results", "findings"), exist_ok=True)
+    with open(os.path.join(into, "results", "findings", f"finding{number}.md"), "w") as f:
         f.write(f"Finding {number}: {FINDINGS[number][0]} (drawn from {os.path.relpath(runs)})\n\n{table}\n")
     return table
 
@@ -415,6 +450,8 @@ def main(argv=None):
         return None
     if args.parallel < 1:
         parser.error("--parallel must be at least 1")
+    if os.path.exists(runs) and not os.path.isdir(runs):
+        parser.error(f"--runs {runs} is a file: give the folder of the run folders")
     if not args.draw:
         run_all(FINDINGS[args.finding][1], runs, args.parallel, args.set)
     table = draw(args.finding, runs)

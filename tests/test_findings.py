@@ -1,8 +1,10 @@
 """findings.py: its tables against hand-computed numbers on hand-built run folders, its figures and tables drawn
-from the kept runs (results/runs/findings), the samples reader, the collapse timing and the run scheduler."""
+from the kept runs (results/runs/findings), the samples reader, the collapse timing, the run scheduler, and that
+no mode removes or changes a folder of runs findings.py did not start."""
 import functools
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -121,6 +123,7 @@ def test_run_all_runs_what_is_not_done_and_keeps_what_is(tmp_path, monkeypatch):
     write_run(tmp_path / "a", [{"iteration": 5, "eval/success": 0.9}])  # done: not run again
     (tmp_path / "a.done").touch()
     write_run(tmp_path / "b", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 20, "eval/success": 0.2}])  # crashed
+    (tmp_path / "b" / findings.MARK).touch()  # run_all started it: it may start again
     findings.run_all(["a", "b", "c"], str(tmp_path), parallel=2)
     assert findings.read(str(tmp_path / "a")) == [{"iteration": 5, "eval/success": 0.9}]
     for name in ("b", "c"):
@@ -152,3 +155,128 @@ def test_keep_takes_the_run_folders_of_a_glob_and_refuses_a_folder_with_no_metri
     with pytest.raises(SystemExit):
         findings.main(["--keep", str(runs / "b")])
     assert f"no metrics.jsonl in {runs / 'b'}" in capsys.readouterr().err
+
+
+# ======================================================================================================
+# Kept runs and runs of one's own are never removed or changed: every mode against a copy of the kept runs,
+# with the figures and tables sent to a scratch folder (draw's `into`), compared byte for byte afterwards
+# ======================================================================================================
+KEPT = ROOT / "results" / "runs" / "findings"
+
+
+def files_under(folder):
+    """{relative path: bytes} of every file under FOLDER (empty if there is none)."""
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def checkout_drawings():
+    """The checkout's own figures and tables, which no test may write."""
+    paths = [*(ROOT / "plots").glob("finding*.png"), *(ROOT / "results" / "findings").glob("*")]
+    return {str(p.relative_to(ROOT)): p.read_bytes() for p in paths}
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """-> draw()'s output folder here; nothing is started (Popen fails the test) unless a test allows it."""
+    monkeypatch.chdir(tmp_path)  # main() moves to the repository; this puts the working folder back after
+    out = tmp_path / "drawn"
+    monkeypatch.setattr(findings, "draw", functools.partial(findings.draw, into=str(out)))
+
+    def no_run(*args, **kwargs):
+        pytest.fail(f"a run was started: {args}")
+    monkeypatch.setattr(findings.subprocess, "Popen", no_run)
+    monkeypatch.setattr(findings.time, "sleep", lambda seconds: None)
+    before = checkout_drawings()
+    yield out
+    assert checkout_drawings() == before
+
+
+def refused(argv):
+    """main(ARGV) exits with a one-line error (not a traceback); -> its text."""
+    with pytest.raises(SystemExit) as exit_:
+        findings.main(argv)
+    message = str(exit_.value.code)
+    assert message.startswith("error: ") and "\n" not in message
+    return message
+
+
+def test_the_run_mode_refuses_a_folder_of_kept_runs_and_changes_nothing(tmp_path, scratch, capsys):
+    copy = tmp_path / "kept"
+    shutil.copytree(KEPT, copy)
+    before = files_under(copy)
+    findings.main(["--runs", str(copy)])  # the listing
+    assert "Finding 7:" in capsys.readouterr().out
+    for number in findings.FINDINGS:
+        assert str(copy) in refused([number, "--runs", str(copy), "--set", "rollout.groups=0"])
+    assert files_under(copy) == before
+    assert not scratch.exists()  # nothing drawn
+
+
+def test_drawing_every_finding_from_kept_runs_writes_only_its_figure_and_table(tmp_path, scratch):
+    copy = tmp_path / "kept"
+    shutil.copytree(KEPT, copy)
+    before = files_under(copy)
+    for number in findings.FINDINGS:
+        findings.main([number, "--draw", "--runs", str(copy)])
+    assert files_under(copy) == before
+    drawn = files_under(scratch)
+    assert sorted(drawn) == sorted([f"plots/finding{n}.png" for n in findings.FINDINGS]
+                                   + [f"results/findings/finding{n}.md" for n in findings.FINDINGS])
+    assert all(len(drawn[f"plots/finding{n}.png"]) > 10_000 for n in findings.FINDINGS)
+
+
+def test_drawing_from_a_folder_with_no_runs_is_refused_and_writes_nothing(tmp_path, scratch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for runs in (empty, tmp_path / "nowhere"):
+        assert str(runs) in refused(["1", "--draw", "--runs", str(runs)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any(empty.iterdir())
+
+
+def test_a_run_folder_of_its_own_not_done_is_removed_and_started_again(tmp_path, scratch, monkeypatch):
+    runs = tmp_path / "runs"
+    stale = runs / "sokoban-starpo-s-seed0"
+    stale.mkdir(parents=True)
+    (stale / findings.MARK).touch()
+    (stale / "samples.md").write_text("a run cut short\n")
+    started = []
+
+    class Run:
+        """Starts in a folder of findings.py's own holding nothing else, writes a short run and ends well."""
+        returncode = 0
+
+        def __init__(self, cmd, **kwargs):
+            run_dir = Path(cmd[-1].split("=", 1)[1])
+            started.append(run_dir.name)
+            assert [p.name for p in run_dir.iterdir()] == [findings.MARK]
+            rows = [{"iteration": i, "eval/success": 0.1, "rollout/think_tokens_median": 9.0}
+                    for i in (0, 10)]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+            (run_dir / "thoughts.json").write_text(json.dumps({f"Evaluation at iteration {i}": {"7": ["up"]}
+                                                               for i in (0, 10)}))
+
+        def poll(self):
+            return 0
+    monkeypatch.setattr(findings.subprocess, "Popen", Run)
+    findings.main(["2", "--runs", str(runs)])
+    assert started == ["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"]
+    ends = (".done", ".log", f"/{findings.MARK}", "/metrics.jsonl", "/thoughts.json")  # no stale samples.md
+    assert sorted(files_under(runs)) == sorted(f"{name}{end}" for name in started for end in ends)
+    assert sorted(files_under(scratch)) == ["plots/finding2.png", "results/findings/finding2.md"]
+
+
+@pytest.mark.parametrize("folder, file", [("bandit-starpo-s-seed0", "notes.txt"),  # one of the finding's runs
+                                          ("my-run", "metrics.jsonl")])  # a run folder of anyone's
+def test_a_folder_it_did_not_start_makes_the_run_mode_refuse(tmp_path, scratch, folder, file):
+    runs = tmp_path / "runs"
+    (runs / "sokoban-starpo-s-seed0").mkdir(parents=True)  # its own, cut short: not removed either
+    (runs / "sokoban-starpo-s-seed0" / findings.MARK).touch()
+    (runs / "sokoban-starpo-s-seed0" / "samples.md").write_text("a run cut short\n")
+    (runs / folder).mkdir()
+    (runs / folder / file).write_text("{}\n")
+    before = files_under(runs)
+    assert str(runs / folder) in refused(["2", "--runs", str(runs)])
+    assert files_under(runs) == before and sorted(p.name for p in runs.iterdir()) == sorted(
+        ["sokoban-starpo-s-seed0", folder])
+    assert not scratch.exists()
