@@ -27,14 +27,16 @@ from rollout import LLMPolicy, play_episodes
 
 class CtrlC:
     """The first Ctrl-C, or a SIGTERM or SIGHUP (what a cluster scheduler sends at the end of a job, and a
-    closed terminal), lets the current iteration finish, saves a checkpoint and stops the run (resuming then
-    equals not stopping); a second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others
-    as they would without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a
-    shell reports it)."""
+    closed terminal). Once training has begun (`training`, set by the trainer), it lets the current
+    iteration finish, saves a checkpoint and stops the run (resuming then equals not stopping); before that
+    (loading, the format warm-up, the first evaluation) there is nothing to save, and it stops at once with
+    Stopped. A second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others as they
+    would without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a shell
+    reports it)."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
-        self.pressed, self.signum = False, None
+        self.pressed, self.signum, self.training = False, None, False
 
     def __enter__(self):
         self.previous = {signum: signal.signal(signum, self.press) for signum in self.SIGNALS}
@@ -45,12 +47,19 @@ class CtrlC:
         for other in self.SIGNALS:
             signal.signal(other, signal.default_int_handler if other == signal.SIGINT else signal.SIG_DFL)
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if not self.training:
+            raise Stopped(f"{name} before training began: stopped at once, with nothing to save")
         tqdm.write(f"{name}: the run stops after this iteration, with a checkpoint. "
                    "Ctrl-C again quits at once.")
 
     def __exit__(self, *exception):
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
+
+
+class Stopped(Exception):
+    """A signal before training began (CtrlC): a new run's folder is removed, a resumed one keeps its
+    checkpoint as it was."""
 
 
 class RunError(Exception):

@@ -214,6 +214,37 @@ def train_device(cfg):
     return torch.device("cpu")
 
 
+def cpu_threads(threads, cores=None, load=None):
+    """The threads torch computes with on the CPU: train.threads, or for 0 the cores, fewer when other
+    processes already keep more than every core busy. Torch's threads wait for each other at every
+    operation, so a thread that loses its core holds up the rest: on 2 cores at a load of 3-4 one thread ran
+    the quick start 8-12x faster than two, at a load of about 2 two threads ran 1.6x faster than one
+    (docs/performance.md, "The tiny preset on a 2-core CPU"). -> (threads, why, said to the user)
+
+    >>> cpu_threads(0, cores=2, load=0.3)[0], cpu_threads(0, cores=2, load=3.5)[0], cpu_threads(3)[0]
+    (2, 1, 3)
+    """
+    if threads > 0:
+        return threads, "train.threads"
+    if cores is None:  # the cores this process may run on
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:  # runnable processes, averaged over the last minute
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load <= cores:
+        return cores, f"{cores} cores, load {load:.1f}"
+    return max(1, int(cores * cores / load)), f"{cores} cores already busy, load {load:.1f}"
+
+
+def use_cpu_threads(cfg_dict):
+    """A command-line run on the CPU computes with cpu_threads' count, and says so. (Called by main, not by
+    train(): a program or test that calls train() keeps its own setting.)"""
+    train = cfg_dict["train"]
+    if train["device"] == "cpu" or (train["device"] == "auto" and not torch.cuda.is_available()):
+        threads, why = cpu_threads(train["threads"])
+        torch.set_num_threads(threads)
+        tqdm.write(f"CPU: {threads} thread{'s' * (threads > 1)} ({why}); train.threads=N chooses the number")
+
+
 def resolve_engine(cfg, model, device):
     """rollout.engine as a run uses it: "fast" (the fast package, fast/) or "hf" (the readable path).
     hf -> hf; fast -> fast, or a clear error for a model family its static decoder cannot run;

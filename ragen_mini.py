@@ -44,13 +44,13 @@ import export
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, check_finite_weights, check_no_links, check_resumable,
-                         describe_os_error, discard_start, drop_after_checkpoint, evaluate, group_reward_std,
-                         load_state, open_run_folder, release_lock, report_zero_signal, rollout_metrics,
-                         run_summary, save_checkpoint, write_file, write_metrics)
+from bookkeeping import (CtrlC, RunError, Stopped, check_finite_weights, check_no_links,
+                         check_resumable, describe_os_error, discard_start, drop_after_checkpoint, evaluate,
+                         group_reward_std, load_state, open_run_folder, release_lock, report_zero_signal,
+                         rollout_metrics, run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
 from models import (Critic, build_critic, build_sampler, copy_weights, fast_engine, load_models,
-                    resolve_engine, train_device)
+                    resolve_engine, train_device, use_cpu_threads)
 from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, own_thoughts_policy,
                      play_episodes, random_policy, reply_spans, thought_length, without_thoughts)
 
@@ -64,6 +64,8 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     engine = fast_engine(cfg)  # the fast package (fast/) with rollout.engine=fast, else None
     progress = tqdm(range(run.start, cfg.train.iterations + 1), desc="train", initial=run.start - 1,
                     total=cfg.train.iterations, disable=bench)
+    if ctrl_c is not None:
+        ctrl_c.training = True  # from here on a signal lets the iteration finish and saves a checkpoint
     for iteration in progress:
         clock = Clock(run.device)
 
@@ -479,6 +481,8 @@ def setup(cfg_dict, resume_dir):
     except BaseException:
         if not resume_dir:
             discard_start(run_dir, made)
+        else:  # the checkpoint stays as it was, free for the next --resume
+            release_lock(run_dir)
         raise
 
 
@@ -780,16 +784,24 @@ def main(argv=None):
                       "eval.every=0", "checkpoint.every=0", f"train.iterations={args.bench}"]
     try:
         if args.eval:
+            check_resumable(args.eval, flag="--eval")
+            use_cpu_threads(load_run_config(args.eval, overrides))
             return evaluate_saved_actor(args.eval, overrides)
         if args.resume:
             check_resumable(args.resume)
         cfg = load_run_config(args.resume, overrides) if args.resume else load_config(args.config, overrides)
+        use_cpu_threads(cfg)
         with CtrlC() as ctrl_c:
             run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
         if ctrl_c.pressed:  # the summary says how to resume
             # the shell's code for "stopped by that signal": 130 for Ctrl-C
             raise SystemExit(128 + ctrl_c.signum)
         return run_dir
+    except Stopped as stop:
+        where = (f"{args.resume} keeps its checkpoint as it was" if args.resume else
+                 "the run's folder was removed; start it again to train")
+        print(f"{stop}: {where}")
+        raise SystemExit(128 + ctrl_c.signum) from None
     except ConfigError as error:
         raise SystemExit(f"config error: {error}") from None
     except RunError as error:

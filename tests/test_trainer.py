@@ -1034,6 +1034,20 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
 
 
 @pytest.mark.slow
+def test_a_command_line_run_on_the_cpu_computes_with_the_threads_it_says(tmp_path, capsys):
+    """train.threads=1 from the command line: torch computes with one thread, and the run says so; the
+    automatic count (models.cpu_threads) on 2 cores is 2 when idle, 1 at a load of 3.5."""
+    before = torch.get_num_threads()
+    try:
+        ragen_mini.main(["--config", TINY_YAML, *SMALL, "train.iterations=1", "eval.every=0", "train.threads=1",
+                         f"run_dir={tmp_path / 'run'}"])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert "CPU: 1 thread (train.threads)" in capsys.readouterr().out
+    assert [models.cpu_threads(0, cores=2, load=load)[0] for load in (0.0, 2.0, 3.5)] == [2, 2, 1]
+
+
 def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     """The bar reaches its total and shows the latest evaluation beside the rollout's success; the run
     ends by printing its evaluations (first, last, best, read back here from metrics.jsonl), the run
@@ -1232,6 +1246,32 @@ def test_resume_says_what_it_will_not_do(resume_runs, capsys):
     out = capsys.readouterr().out
     assert f"{run_b} already has its 2 iterations" in out and f"--resume {run_b} train.iterations=4" in out
     assert (run_b / "metrics.jsonl").read_text() == before
+
+
+def test_ctrl_c_in_the_format_warm_up_stops_at_once(tmp_path, monkeypatch, capsys):
+    """Ctrl-C at the warm-up's third step of 200: the run stops there (no more steps, no evaluation, no
+    iteration), exits 130, says that nothing was saved, and leaves no folder behind; a second run in the same
+    run_dir then starts as if the first had never been."""
+    before, steps = signal.getsignal(signal.SIGINT), []
+    real_collate = ragen_mini.collate
+
+    def collate_pressing_ctrl_c(*args, **kwargs):  # collate is called once per warm-up step
+        steps.append(1)
+        if len(steps) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return real_collate(*args, **kwargs)
+
+    monkeypatch.setattr(ragen_mini, "collate", collate_pressing_ctrl_c)
+    with pytest.raises(SystemExit) as stopped:
+        run_main(tmp_path, "warmup.steps=200", "train.iterations=2")
+    assert stopped.value.code == 130 and len(steps) == 3
+    assert "Ctrl-C before training began: stopped at once, with nothing to save" in capsys.readouterr().out
+    assert not (tmp_path / "run").exists()
+    assert signal.getsignal(signal.SIGINT) == before
+    monkeypatch.setattr(ragen_mini, "collate", real_collate)
+    assert [line["iteration"] for line in read_lines(run_main(tmp_path, "warmup.steps=2", "train.iterations=1",
+                                                              "eval.every=1"))] == [0, 1]
 
 
 @pytest.mark.slow

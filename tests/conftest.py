@@ -1,0 +1,15 @@
+"""Shared by every test file."""
+import pytest
+import torch
+
+import models
+
+
+@pytest.fixture(autouse=True)
+def threads_as_they_are(monkeypatch):
+    """The command line's automatic thread count (train.threads=0) reads the machine's load, which changes
+    while the suite runs: a test that compares two runs would see two counts, and float sums that differ in
+    the last bits. Here train.threads=0 keeps the test process's count; a given number still applies."""
+    real = models.cpu_threads
+    monkeypatch.setattr(models, "cpu_threads", lambda threads, **machine: real(threads, **machine)
+                        if threads > 0 or machine else (torch.get_num_threads(), "tests"))
