@@ -9,8 +9,15 @@ MAPPING below is the one table of ragen-mini keys and RAGEN paths: the command, 
 (to_ragen_mini, which the tests use for the round trip) and the table in docs/paper.md §10 all come
 from it. Values equal to RAGEN's own default are left out of the command.
 
+The printout is promised to run as it is (`... > cmd.sh; . cmd.sh` in a RAGEN checkout), and much of it
+comes from a run folder, which may hold anything: every comment line is made by comment() and every word of a
+command by shell_word() (see "printing" below), so that no text from a run can become a command.
+
     >>> import config
-    >>> print(ragen_command(config.load_config("configs/ragen-paper.yaml")).splitlines()[1])
+    >>> lines = ragen_command(config.load_config("configs/ragen-paper.yaml")).splitlines()
+    >>> print(next(line for line in lines if line.startswith("git")))
+    git checkout 131923071cc681ffab661507a1447fbc25e87a36 && git submodule update --init verl && \\
+    >>> print(next(line for line in lines if line.startswith("python")))
     python train.py --config-name base \\
     >>> overrides(config.load_config(None, ["algo.clip_high=0.2"]))["actor_rollout_ref.actor.clip_ratio_high"]
     0.2
@@ -36,6 +43,17 @@ DUAL_CLIP_OFF = 1e9
 # carry
 ENV_KWARGS = {"sokoban": {"dim_room": ("dim_x", "dim_y"), "num_boxes": ("num_boxes",)},
               "bandit": {"high_name": ("hi_arm_name",), "low_name": ("lo_arm_name",)}, "frozenlake": {}}
+# What every ragen-mini run does though no config key says so, {RAGEN path: (value, why)}: in every command,
+# unless RAGEN's default is the same. base.yaml at the key tree's commit sets lora.rank: 16, which
+# actor_rollout_ref.model.lora_rank and critic.model.lora_rank follow, and RAGEN's fsdp_workers.py trains LoRA
+# adapters whenever that is above 0 (checked in RAGEN's source at that commit; 0 on RAGEN's main).
+ALWAYS = {"lora.rank": (0, "ragen-mini trains every weight of the actor and the critic; RAGEN trains LoRA "
+                           "adapters on both (actor_rollout_ref.model.lora_rank and critic.model.lora_rank "
+                           "follow lora.rank) whenever it is above 0")}
+# The printout's commands: first the RAGEN commit whose base.yaml the key tree holds (read from the tree's
+# header, which names it) with verl, its submodule, at that commit's version, then training
+CHECKOUT = (("git", "checkout", "<commit>"), ("git", "submodule", "update", "--init", "verl"))
+TRAIN = ("python", "train.py", "--config-name", "base")
 
 
 class ExportError(ValueError):
@@ -212,6 +230,7 @@ MAPPING = [
     {"key": "train.time_limit_min", "lost": lambda cfg, gpus: cfg["train"]["time_limit_min"] > 0 and
      f"train.time_limit_min={cfg['train']['time_limit_min']:g}: RAGEN has no time limit; it runs "
      f"trainer.total_training_steps={cfg['train']['iterations']}", "note": "RAGEN has no time limit"},
+    {"key": "train.threads", "note": "the CPU threads of this one process"},
     {"key": "eval.every", "paths": ["trainer.test_freq", "trainer.val_before_train"],
      "to": lambda value, cfg: {"trainer.test_freq": value} if value else
      {"trainer.test_freq": 0, "trainer.val_before_train": False},
@@ -291,6 +310,28 @@ def key_tree(path=KEY_TREE):
     return tree, [line for line in text.splitlines() if line.startswith("#")]
 
 
+def tree_sources(header, path=KEY_TREE):
+    """{section: (repository, commit, file)} from the key tree's header lines, which tools/ragen_key_tree.py
+    writes as `#   ragen_base:       github.com/RAGEN-AI/RAGEN commit <40 hex digits> config/base.yaml`. The
+    printout's `git checkout` and its first line take the commits from here; they are written nowhere else.
+
+    >>> repository, commit, file = tree_sources(key_tree()[1])["ragen_base"]
+    >>> repository, len(commit), file
+    ('RAGEN-AI/RAGEN', 40, 'config/base.yaml')
+    """
+    found = {}
+    for line in header:
+        match = re.match(r"#\s+(\w+):\s+github\.com/(\S+) commit ([0-9a-f]{40}) (\S+)", line)
+        if match:
+            found[match.group(1)] = match.groups()[1:]
+    missing = [name for name in ("ragen_base", "ragen_envs", "verl_ppo_trainer") if name not in found]
+    if missing:
+        raise ExportError(f"{path}: its header names no commit for {', '.join(missing)} (a line like "
+                          f"'#   {missing[0]}: github.com/OWNER/REPO commit <40 hex digits> FILE'); write "
+                          "it again with tools/ragen_key_tree.py")
+    return found
+
+
 def resolve(tree, overrides, path, default=False):
     """RAGEN's value of PATH once OVERRIDES are laid over TREE (default=True: ignore them), following a
     `${other.path}` interpolation as OmegaConf does.
@@ -320,7 +361,7 @@ def overrides(cfg, gpus=1, tree=None):
     """
     tree = tree or key_tree()[0]
     tag = TAGS[cfg["env"]["name"]]
-    wanted = {}
+    wanted = {path: value for path, (value, _) in ALWAYS.items()}
     for entry in MAPPING:
         if entry.get("paths") and not (entry.get("lost") and entry["lost"](cfg, gpus)):
             value = _flat(cfg, entry["key"])
@@ -377,22 +418,100 @@ def warnings(cfg, gpus=1):
     return [line for line in differs if line], refused
 
 
+# ---- printing: the printout is data, never code ------------------------------------------------------------
+# The printout is promised to run as it is (`export.py RUN > cmd.sh; . cmd.sh`), and text from the run folder
+# goes into it: config values, env.kwargs names, the folder's own name, in the command and in the notes under
+# it. Each kind of line has one maker, and nothing is printed around them:
+#   comment(text)          a comment line: every character that is not printable (a line break, a carriage
+#                          return, a terminal escape, U+2028) is shown as an escape, so it cannot end the
+#                          comment and start a command, nor redraw what the reader sees
+#   shell_word(word, ...)  a word of a command: shlex.quote, so `$(...)`, backticks, `;` and quotes inside
+#                          stay text; a word holding a character that is not printable is refused (quoted,
+#                          the shell would keep it, but the line would no longer show what runs)
+# A value inside a command word is first a Hydra override value (hydra_value), which escapes `${`, as
+# Hydra would otherwise resolve an interpolation such as ${oc.env:HOME} in it.
+def shown(text):
+    r"""TEXT as one line of printable characters: backslashes and anything not printable as Python escapes
+    (\n, \r, \x1b, \u2028), so that the shown text reads back unambiguously. Error messages use it too.
+
+    >>> print(shown("x\ntouch PWNED #\u2028\\"))
+    x\ntouch PWNED #\u2028\\
+    """
+    return "".join(ch if ch.isprintable() and ch != "\\" else repr(ch)[1:-1] for ch in str(text))
+
+
+def comment(text):
+    """One comment line of the printout: the only way a line starting with # is made."""
+    return "# " + shown(text)
+
+
+def shell_word(word, what):
+    """One word of a printed command, quoted for a POSIX shell (sh, bash, zsh), which passes it on as it is.
+    WHAT names where the word comes from, for the refusal.
+
+    >>> print(shell_word("model_path=$(touch PWNED)", "model.name"))
+    'model_path=$(touch PWNED)'
+    """
+    bad = next((ch for ch in word if not ch.isprintable()), None)
+    if bad is not None:  # the message is raw text: main() shows it through shown(), as every error
+        raise ExportError(f"{what}: the command word {word} holds {bad}, which is not printable: a printed "
+                          f"command would show it as a line break or not at all. Change {what}")
+    return shlex.quote(word)
+
+
+def _words(command, what):
+    return " ".join(shell_word(word, what) for word in command)
+
+
+def _key_of(path, tag):
+    """The ragen-mini key a RAGEN path of the command comes from (for a refusal)."""
+    for entry in MAPPING:
+        for theirs in entry.get("paths") or []:
+            theirs = theirs.replace("<tag>", tag)
+            if path == theirs or path.startswith(theirs + "."):
+                return entry["key"]
+    return "--gpus" if path in GPU_PATHS else "export.ALWAYS"
+
+
 def hydra_value(value):
-    """Python value -> Hydra override text: True, 1e-06, [8], low_var_kl, 'a string with spaces'."""
+    r"""Python value -> Hydra override text: True, 1e-06, [8], low_var_kl, "a string with spaces". A quoted
+    string keeps every character as it is in Hydra 1.3 and OmegaConf 2.3 (checked with hydra-core 1.3.8):
+    `"` and backslashes before it or at the end are escaped, and `${` (an interpolation, which Hydra resolves
+    even inside quotes) becomes `\${`, with the backslashes just before it doubled. Other backslashes stay.
+
+    >>> print(hydra_value("Qwen/Qwen2.5-0.5B"), hydra_value("0,1"), hydra_value('a "${oc.env:HOME}"'))
+    Qwen/Qwen2.5-0.5B "0,1" "a \"\${oc.env:HOME}\""
+    """
     if isinstance(value, bool) or value is None:
         return {True: "True", False: "False", None: "null"}[value]
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, list):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
-    plain = (re.fullmatch(r"[A-Za-z_][\w./\-+:]*", value)
+    if not isinstance(value, str):
+        raise ExportError(f"{value!r}: a {type(value).__name__}, which the export cannot write as a RAGEN "
+                          "value; give a number, a string or a list")
+    # ASCII only: Hydra's grammar refuses a non-ASCII letter unquoted
+    plain = (re.fullmatch(r"[A-Za-z_][\w./\-+:]*", value, flags=re.ASCII)
              and value.lower() not in ("true", "false", "null", "nan", "inf"))
-    # "0,1" unquoted is a sweep
-    return value if plain else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if plain:  # "0,1" unquoted is a sweep
+        return value
+    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    return '"' + re.sub(r'(\\*)("|\Z)', lambda m: m.group(1) * 2 + "\\" * bool(m.group(2)) + m.group(2),
+                        text) + '"'
 
 
 def parse_value(text):
-    """Hydra override text -> Python value (the tests read the printed command back with it)."""
+    r"""Hydra override text -> Python value (the tests read the printed command back with it): hydra_value's
+    reverse.
+
+    >>> parse_value(hydra_value('a "${oc.env:HOME}" \\')) == 'a "${oc.env:HOME}" \\'
+    True
+    """
+    if len(text) > 1 and text[0] == text[-1] == '"':
+        value = re.sub(r'(\\+)("|\Z)', lambda m: "\\" * (len(m.group(1)) // 2) + m.group(2), text[1:-1])
+        return re.sub(r"(\\+)\$\{", lambda m: "\\" * (len(m.group(1)) // 2) + "${", value) \
+            if "${" in value else value
     value = yaml.safe_load(text)
     if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value):
         return float(value)  # YAML 1.1 reads 1e-06 as a string; Hydra as a float
@@ -400,28 +519,38 @@ def parse_value(text):
 
 
 def ragen_command(cfg, gpus=1, source="the config"):
-    """The whole printout: a header, the command (one override a line), the GPU count and the notes. Every
-    line but the command's is a shell comment, so the text can be run as it is."""
+    """The whole printout: a header, the checkout and the command (one override a line), the GPU count and
+    the notes. Every line but the commands' is a shell comment, so the text can be run as it is."""
     tree, header = key_tree()
     chosen = overrides(cfg, gpus, tree)
-    commits = [line.split("commit ")[1] for line in header
-               if "commit " in line and ":" in line.split("commit ")[0]]
-    lines = [f"# RAGEN command for {source}, to run in a RAGEN checkout (config/base.yaml as at "
-             f"{commits[0][:7]}, config/envs.yaml as at {commits[1][:7]}, verl {commits[2][:7]}); values at "
-             "RAGEN's default left out",
-             " \\\n    ".join(["python train.py --config-name base"]
-                              + [shlex.quote(f"{path}={hydra_value(value)}")
-                                 for path, value in chosen.items()])]
+    commits = tree_sources(header)
+    base, envs, verl = (commits[name][1] for name in ("ragen_base", "ragen_envs", "verl_ppo_trainer"))
+    lines = [comment(f"RAGEN command for {source}, to run in a RAGEN checkout (config/base.yaml as at "
+                     f"{base[:7]}, config/envs.yaml as at {envs[:7]}, verl {verl[:7]}); values at RAGEN's "
+                     "default left out"),
+             comment("git checkout: the commit whose config/base.yaml the keys below were checked against "
+                     "(docs/ragen_config/key_tree.yaml), not on RAGEN's main branch (a clone of all branches "
+                     "has it); keys and defaults differ elsewhere (main has no trainer.local_log_dir). Then "
+                     f"verl, its submodule, at {verl[:7]}")]
+    lines += [comment(f"{path}={hydra_value(value)}, not RAGEN's default "
+                      f"{hydra_value(resolve(tree, {}, path))}: {why}")
+              for path, (value, why) in ALWAYS.items() if path in chosen]
+    tag = TAGS[cfg["env"]["name"]]
+    checkout = [[commits["ragen_base"][1] if word == "<commit>" else word for word in command]
+                for command in CHECKOUT]
+    lines.append(" && ".join(_words(command, KEY_TREE) for command in checkout) + " && \\")
+    lines.append(" \\\n    ".join([_words(TRAIN, "the command")]
+                                  + [shell_word(f"{path}={hydra_value(value)}", _key_of(path, tag))
+                                     for path, value in chosen.items()]))
     differs, refused = warnings(cfg, gpus)
-    lines.append(f"# GPUs: {gpus} (--gpus N sets trainer.n_gpus_per_node, system.CUDA_VISIBLE_DEVICES and "
-                 "actor_rollout_ref.rollout.tensor_model_parallel_size together; RAGEN's train.py asserts "
-                 "they agree)")
+    lines.append(comment(f"GPUs: {gpus} (--gpus N sets {', '.join(GPU_PATHS[:-1])} and {GPU_PATHS[-1]} "
+                         "together; RAGEN's train.py asserts they agree)"))
     for title, group in (("RAGEN's train.py would stop", refused),
                          ("Cannot carry over", list(lost(cfg, gpus).values())),
                          ("Carried, but not the same", differs)):
         if group:
-            lines.append(f"# {title}:")
-            lines += [f"#   - {line}" for line in group]
+            lines.append(comment(f"{title}:"))
+            lines += [comment(f"  - {line}") for line in group]
     return "\n".join(lines)
 
 
@@ -477,9 +606,16 @@ def main(argv=None):
                 raise ExportError(f"{run_dir} has no config.yaml, so it holds no run's settings: give the "
                                   "folder a run wrote (runs/<env>-<time>), or --config FILE")
             cfg = config.load_run_config(run_dir, args.items[1:])
-        print(ragen_command(cfg, args.gpus, source))
-    except (ExportError, config.ConfigError) as error:
-        print(f"export: {error}", file=sys.stderr)
+        text, encoding = ragen_command(cfg, args.gpus, source), sys.stdout.encoding or "utf-8"
+        try:  # a printable letter the terminal cannot show (é on an ASCII one) would stop print() half-way
+            text.encode(encoding)
+        except UnicodeEncodeError as error:
+            raise ExportError(f"the printout holds U+{ord(text[error.start]):04X}, which stdout's encoding "
+                              f"({encoding}) cannot write: set PYTHONIOENCODING=utf-8") from None
+        print(text)
+    except (ExportError, config.ConfigError) as error:  # one line, whatever the values in it hold
+        problems = getattr(error, "problems", None)
+        print(f"export: {shown('; '.join(problems) if problems else error)}", file=sys.stderr)
         return 2
     return 0
 

@@ -4,6 +4,9 @@ one preset, and the docs table."""
 import glob
 import os
 import re
+import shlex
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -77,6 +80,7 @@ def test_ragen_paper_preset_gives_the_command_written_by_hand():
     mini-batch 32, 200 steps, test_freq 10 (all RAGEN's defaults too); the loss average (micro-batch-mean
     is verl's token-mean at this commit)."""
     expected = [
+        "lora.rank=0",  # RAGEN trains LoRA adapters by default at this commit; ragen-mini every weight
         "seed.train=0",
         "model_path=Qwen/Qwen2.5-0.5B-Instruct",
         "actor_rollout_ref.model.enable_gradient_checkpointing=False",
@@ -179,3 +183,267 @@ def test_the_trainer_exports_through_the_same_command(capsys):
     with pytest.raises(SystemExit) as refused:
         ragen_mini.main(["--export", "nowhere", "--config", BANDIT_YAML])
     assert refused.value.code == 2 and "unknown export target 'nowhere'" in capsys.readouterr().err
+
+
+# ---- the printout is data, never code ------------------------------------------------------------------------
+HOSTILE = ["x\ntouch PWNED #", "x\rtouch PWNED", "$(touch PWNED)", "`touch PWNED`", "x'; touch PWNED; '",
+           "x\u2028touch PWNED", "x\u2029touch PWNED", "x\x85touch PWNED", "x\x0btouch PWNED",
+           "x\x0ctouch PWNED", "x\x1b[2K\rtouch PWNED #", "x\x00touch PWNED", '"; touch PWNED; "',
+           "x\\\ntouch PWNED", "${oc.env:HOME}$(touch PWNED)"]
+# a stand-in for python and git: writes its arguments down (NUL after each) and exits with STATUS
+STUB = '#!/bin/sh\nprintf \'%s\\0\' "$@" >> "$STUB_LOG/$(basename "$0").args"\nexit STATUS\n'
+SHELLS = [shell for shell in ("sh", "bash") if shutil.which(shell)]
+
+
+def source(text, folder, git_status=0):
+    """Run TEXT as the user would (`. ./cmd.sh`) in each shell, in FOLDER, with stub `python` and `git`
+    executables first on PATH (the rest of PATH kept, so an injected `touch` would run): they write down their
+    arguments and exit, git with GIT_STATUS. Returns [(exit status, {stub: [its argument lists]})], a shell
+    each."""
+    stubs = os.path.join(folder, "stubs")
+    os.makedirs(stubs, exist_ok=True)
+    for name in ("python", "git"):
+        with open(os.path.join(stubs, name), "w") as f:
+            f.write(STUB.replace("STATUS", str(git_status) if name == "git" else "0"))
+        os.chmod(os.path.join(stubs, name), 0o755)
+    with open(os.path.join(folder, "cmd.sh"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    results = []
+    for shell in SHELLS:
+        for name in ("python", "git"):
+            if os.path.exists(os.path.join(stubs, name + ".args")):
+                os.remove(os.path.join(stubs, name + ".args"))
+        env = {**os.environ, "PATH": stubs + os.pathsep + os.environ["PATH"], "STUB_LOG": stubs}
+        done = subprocess.run([shutil.which(shell), "-c", ". ./cmd.sh"], cwd=folder, env=env,
+                              capture_output=True, timeout=60)
+        calls = {}
+        for name in ("python", "git"):
+            if os.path.exists(os.path.join(stubs, name + ".args")):
+                with open(os.path.join(stubs, name + ".args"), encoding="utf-8") as f:
+                    calls[name] = f.read().split("\0")[:-1]
+        results.append((done.returncode, calls))
+    return results
+
+
+def export_run(run, capsys):
+    """export.main on a run folder, as `ragen_mini.py --export ragen RUN` calls it: (status, out, err). An
+    exception escaping it (a traceback for the user) fails the test here."""
+    status = export.main([str(run)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def write_run(folder, cfg):
+    os.makedirs(folder, exist_ok=True)
+    text = yaml.safe_dump(cfg)
+    assert yaml.safe_load(text) == cfg  # the hostile value reaches config.yaml as it is
+    with open(os.path.join(folder, "config.yaml"), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def test_the_harness_sees_an_injected_command(tmp_path):
+    """The check below can fail: the fault as it was (a value copied into a comment line as it is) makes
+    PWNED."""
+    source("# model.name=x\ntouch PWNED #: not a Qwen model", str(tmp_path))
+    assert (tmp_path / "PWNED").exists()
+
+
+# where a value reaches the command, if it does: ragen-mini key -> RAGEN path
+CARRIED = {"run_dir": "trainer.experiment_name", "model.name": "model_path",
+           "env.kwargs.high_name": "custom_envs.Bandit.env_config.hi_arm_name",
+           "env.kwargs.low_name": "custom_envs.Bandit.env_config.lo_arm_name"}
+
+
+def _hostile_cases(hostile):
+    """(what, run folder name, config, the RAGEN path the value is to reach or None) for the hostile string in
+    every string-valued key of the schema, in env.kwargs' keys and values, in model.name where it reaches the
+    command (algo.train_tokens=after_system: with sampled, a model without "qwen" in its name is only listed
+    as lost, in a comment), and in the run folder's name."""
+    schema = config.read_schema()
+    cases = []
+    for key in config._flat_keys(schema):
+        if isinstance(config._get(schema, key), str):
+            cfg = config.load_config(None)
+            section, _, name = key.rpartition(".")
+            (cfg[section] if section else cfg)[name] = hostile
+            cases.append((key, "run", cfg, CARRIED.get(key) if key != "model.name" else None))
+    cfg = config.load_config(None, ["algo.train_tokens=after_system"])
+    cfg["model"]["name"] = hostile
+    cases.append(("model.name", "run", cfg, CARRIED["model.name"]))
+    cfg = config.load_config(None)
+    cfg["env"]["kwargs"] = {hostile: 1}
+    cases.append(("env.kwargs", "run", cfg, None))
+    for name in ("high_name", "low_name"):
+        cfg = config.load_config(None, ["env.name=bandit"])
+        cfg["env"]["kwargs"] = {name: hostile}
+        cases.append(("env.kwargs", "run", cfg, CARRIED[f"env.kwargs.{name}"]))
+    if "\0" not in hostile and "/" not in hostile:  # a file name cannot hold these
+        cases.append(("the run folder", "run" + hostile, config.load_config(None), None))
+    return cases
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys):
+    """Issue 49: for the hostile string in each place a run folder holds text, the printout, sourced in sh
+    (and bash), creates no file PWNED and exits 0, and the command's words reach `python` as printed; or the
+    export refuses with one line naming the key, no traceback. Where the value is in the command, it arrives
+    as it was (read back from the Hydra quoting)."""
+    arrived = set()
+    for i, (what, folder_name, cfg, path) in enumerate(_hostile_cases(hostile)):
+        folder = tmp_path / str(i)
+        run = folder / folder_name
+        write_run(str(run), cfg)
+        status, out, err = export_run(run, capsys)
+        if status:
+            assert status == 2 and not out and "Traceback" not in err, (what, err)
+            assert err.startswith("export: ") and err.count("\n") == 1 and err[:-1].isprintable(), (what, err)
+            assert what in err, (what, err)
+            continue
+        assert all(line.isprintable() for line in out.splitlines()), what
+        for status, calls in source(out, str(folder)):
+            assert not (folder / "PWNED").exists() and status == 0, (what, out)
+            args = calls["python"]
+            assert args[:3] == ["train.py", "--config-name", "base"]
+            printed = dict(arg.partition("=")[::2] for arg in args[3:])
+            assert {p: export.parse_value(v) for p, v in printed.items()} == export.parse_command(out)
+            if path:
+                assert export.parse_value(printed[path]) == hostile, (what, path, printed.get(path))
+                arrived.add(path)
+    # not vacuous: a value with only printable characters needs quoting, no refusal, and gets to every place
+    if hostile.isprintable():
+        assert arrived == set(CARRIED.values())
+
+
+@pytest.mark.parametrize("what, place", [("model.name", "config"), ("the run folder", "name")])
+def test_ragen_mini_command_line_prints_no_command_from_the_run(what, place, tmp_path):
+    """The issue's own report, end to end: `python ragen_mini.py --export ragen RUN > cmd.sh; . cmd.sh`."""
+    cfg = config.load_config(None)
+    if place == "config":
+        cfg["model"]["name"] = "meta-llama/Llama-3.2-1B\ntouch PWNED #"
+    run = tmp_path / ("run\ntouch PWNED #" if place == "name" else "run")
+    write_run(str(run), cfg)
+    command = [sys.executable, os.path.join(ROOT, "ragen_mini.py"), "--export", "ragen", str(run)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for status, calls in source(done.stdout, str(tmp_path)):
+        assert status == 0 and not (tmp_path / "PWNED").exists() and calls["python"][0] == "train.py"
+    assert "run\\ntouch PWNED #" in done.stdout if place == "name" else "1B\\ntouch PWNED #" in done.stdout
+
+
+@pytest.mark.parametrize("ch", ["\n", "\r", "\x0b", "\x0c", "\x1b", "\x00", "\x85", "\u2028", "\u2029", "\t",
+                                "\u202e", "\udc80"])
+def test_a_comment_is_one_printable_line(ch):
+    """Python's splitlines() breaks at every line separator Unicode knows; a comment must stay one line, and
+    show the character (a backslash escape) rather than drop it."""
+    line = export.comment(f"a{ch}b")
+    assert line.startswith("# ") and len(line.splitlines()) == 1 and line.isprintable() and line != "# ab"
+    with pytest.raises(export.ExportError, match="model.name"):
+        export.shell_word(f"model_path=a{ch}b", "model.name")
+
+
+# {value: its override text}, each text read back as that value by hydra-core 1.3.8 and omegaconf 2.3.1
+# (OverridesParser, then OmegaConf.create({"a": value}).a; hydra is no dependency of ragen-mini, so the
+# readings are stored). Unescaped, "${oc.env:HOME}" reads as the home folder: an interpolation ran.
+HYDRA_READS = {"${oc.env:HOME}": '"\\${oc.env:HOME}"', "a\\b": '"a\\b"', "a\\": '"a\\\\"', 'it"s': '"it\\"s"',
+               "x,y": '"x,y"', "$(touch P)": '"$(touch P)"', "a\\${x}": '"a\\\\\\${x}"', "aé": '"aé"'}
+VALUES = list(HYDRA_READS) + ["\\${x}", 'a\\"b', "x'; y; '", "${", "a$b", "null", "True", "1e5", "", "a=b",
+                              "[1,2]", "{a: 1}", "${oc.env:HOME}\\", "Qwen/Qwen2.5-0.5B-Instruct"]
+
+
+def test_hydra_values_keep_every_character():
+    """hydra_value against the readings above: `${` is escaped (no interpolation runs), backslashes only
+    before a quote, before `${` or at the end; and parse_value, which the tests read back with, is its
+    reverse."""
+    for value, text in HYDRA_READS.items():
+        assert export.hydra_value(value) == text, value
+    for value in VALUES:
+        assert export.parse_value(export.hydra_value(value)) == value, value
+
+
+def test_ragen_paper_printout_is_unchanged_but_for_the_checkout_and_lora(tmp_path):
+    """The printout as it was before the checkout and LoRA lines, written out: those lines taken away, the
+    rest is the same to the character (no quoting was needed for these values)."""
+    before = "\n".join([
+        "# RAGEN command for the config, to run in a RAGEN checkout (config/base.yaml as at 1319230, "
+        "config/envs.yaml as at 3e17651, verl 1e47e41); values at RAGEN's default left out",
+        "python train.py --config-name base \\",
+        "    seed.train=0 \\",
+        "    model_path=Qwen/Qwen2.5-0.5B-Instruct \\",
+        "    actor_rollout_ref.model.enable_gradient_checkpointing=False \\",
+        "    critic.model.enable_gradient_checkpointing=False \\",
+        "    actor_rollout_ref.actor.clip_ratio_c=1000000000.0 \\",
+        "    micro_batch_size_per_gpu=4 \\",
+        "    enable_response_mask=False \\",
+        "    es_manager.val.env_groups=256 \\",
+        "    'es_manager.val.env_configs.n_groups=[256]' \\",
+        "    es_manager.val.group_size=1 \\",
+        "    seed.val=1000000 \\",
+        "    trainer.generations_to_log_to_wandb.val=4 \\",
+        "    trainer.save_freq=50",
+        "# GPUs: 1 (--gpus N sets trainer.n_gpus_per_node, system.CUDA_VISIBLE_DEVICES and "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size together; RAGEN's train.py asserts they agree)",
+        "# Carried, but not the same:",
+        "#   - seed: RAGEN's seed.train is the first training env seed (then one more per group), "
+        "ragen-mini's seeds the generator that draws them, and the envs build other puzzles from a seed: "
+        "the same number gives other training puzzles"])
+    text = export.ragen_command(config.load_config(os.path.join(ROOT, "configs", "ragen-paper.yaml")))
+    new = [line for line in text.splitlines()
+           if line.startswith(("# git checkout:", "# lora.rank=0", "git checkout ", "    lora.rank=0 "))]
+    assert len(new) == 4
+    assert "\n".join(line for line in text.splitlines() if line not in new) == before
+    overrides = [shlex.split(line.rstrip(" \\"))[0] for line in text.splitlines() if line.startswith("    ")]
+    assert overrides[0] == "lora.rank=0" and "es_manager.val.env_configs.n_groups=[256]" in overrides
+    for status, calls in source(text, str(tmp_path)):  # and it runs: checkout, then training
+        assert status == 0 and calls["python"] == ["train.py", "--config-name", "base"] + overrides
+
+
+# ---- the export trains what ragen-mini trains ---------------------------------------------------
+def stored_sections():
+    with open(os.path.join(ROOT, "docs", "ragen_config", "key_tree.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def test_lora_is_turned_off_with_a_key_of_the_tree():
+    """RAGEN's base.yaml at the tree's commit trains LoRA adapters by default (lora.rank 16, which the actor's
+    and the critic's lora_rank follow); ragen-mini trains every weight, so every command sets lora.rank=0 and
+    says why."""
+    base = stored_sections()["ragen_base"]["keys"]
+    assert base["lora.rank"] > 0  # the fault: on by default there
+    assert base["actor_rollout_ref.model.lora_rank"] == base["critic.model.lora_rank"] == "${lora.rank}"
+    for name, cfg in configs():
+        text = export.ragen_command(cfg)
+        assert export.parse_command(text)["lora.rank"] == 0, name
+        assert re.search(r"^# lora\.rank=0, not RAGEN's default 16: .*LoRA", text, flags=re.M), name
+
+
+def test_the_checkout_names_the_trees_commit(tmp_path):
+    """The commit comes from the tree file's structured `source:` of ragen_base, read here apart from the
+    header lines export.py reads; training runs only if the checkout worked."""
+    sections = stored_sections()
+    repository, _, rest = sections["ragen_base"]["source"].partition("@")
+    commit = rest.split(":")[0]
+    assert repository == "RAGEN-AI/RAGEN" and re.fullmatch(r"[0-9a-f]{40}", commit)
+    verl_commit = sections["verl_ppo_trainer"]["source"].partition("@")[2].split(":")[0]
+    text = export.ragen_command(config.load_config(None))
+    lines = text.splitlines()
+    checkout = lines.index(f"git checkout {commit} && git submodule update --init verl && \\")
+    assert lines[checkout + 1].startswith("python train.py --config-name base")
+    assert all(line.startswith("#") for line in lines[:checkout]) and verl_commit[:7] in lines[1]
+    for status, calls in source(text, str(tmp_path)):
+        assert status == 0 and calls["git"] == ["checkout", commit, "submodule", "update", "--init", "verl"]
+        assert calls["python"][:3] == ["train.py", "--config-name", "base"]
+    for status, calls in source(text, str(tmp_path), git_status=1):
+        assert status != 0 and "python" not in calls  # no training on whatever commit was checked out
+
+
+def test_every_printed_key_is_in_the_tree_at_the_checked_out_commit():
+    """What is printed resolves in the stored tree, and trainer.local_log_dir (printed with a run_dir) is in
+    base.yaml at the commit checked out, not only in verl's file."""
+    tree = stored_tree()
+    base = stored_sections()["ragen_base"]["keys"]
+    for name, cfg in configs():
+        chosen = printed(cfg)
+        assert set(chosen) <= set(tree), (name, set(chosen) - set(tree))
+    chosen = printed(config.load_config(None, ["run_dir=runs/a"]))
+    assert chosen["trainer.local_log_dir"] == "runs" and "trainer.local_log_dir" in base
+    assert "lora.rank" in base
