@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import socket
 from urllib.parse import urlparse
 
@@ -59,7 +60,12 @@ def gguf_file(name):
 
 def converted_folder(path):
     """Convert a GGUF file once into an ordinary model folder; later calls return the folder at once.
-    The folder's name carries the file's sha256, so another file never reuses a stale conversion."""
+    The folder's name carries the file's sha256, so another file never reuses a stale conversion.
+
+    Several runs may start at once on an empty cache (findings.py starts two or more): each converts into a
+    folder of its own, FOLDER.partial-PID, and renames it into place; the first rename wins and the others
+    drop their copy. A conversion cut short (a killed process) leaves its partial folder, which the next
+    start removes, since its process is gone."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 24), b""):
@@ -71,7 +77,46 @@ def converted_folder(path):
     missing = [package for package in ("gguf", "accelerate") if importlib.util.find_spec(package) is None]
     if missing:
         raise ConfigError(f"loading a GGUF file needs the package(s) {', '.join(missing)}: {SMOLLM2_INSTALL}")
-    tqdm.write(f"converting {path} to float32 into {folder} (once; later starts load that folder)")
+    partial = f"{folder}.partial-{os.getpid()}"  # a conversion cut short never looks finished
+    try:
+        remove_abandoned(folder)
+        tqdm.write(f"converting {path} to float32 into {folder} (once; later starts load that folder)")
+        convert(path, partial)
+        try:
+            os.rename(partial, folder)
+        except OSError:
+            if not os.path.isfile(os.path.join(folder, "model.safetensors")):
+                raise
+            shutil.rmtree(partial)  # another run converted the same file first: theirs is the same
+    except OSError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise SystemExit(f"error: the model cache {cache}: {error}. Free room there, or choose another cache "
+                         "folder with XDG_CACHE_HOME=DIR (the converted model goes to DIR/ragen-mini)") from None
+    return folder
+
+
+def remove_abandoned(folder):
+    """Remove FOLDER.partial-PID folders whose process no longer runs: conversions cut short."""
+    parent, name = os.path.split(folder)
+    for entry in os.listdir(parent) if os.path.isdir(parent) else []:
+        pid = entry[len(name) + len(".partial-"):]
+        if entry.startswith(f"{name}.partial-") and pid.isdigit() and not process_runs(int(pid)):
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def process_runs(pid):
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, run by another user
+        return True
+    return True
+
+
+def convert(path, into):
+    """The GGUF file's weights dequantised to float32 by transformers' own loader, saved with its tokenizer
+    as an ordinary model folder INTO."""
     directory, file = os.path.split(os.path.abspath(path))
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=file)
     model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32)
@@ -79,11 +124,8 @@ def converted_folder(path):
     # transformers refuses to save: drop that label, and the folder loads like any other.
     del model.config.quantization_config
     model.hf_quantizer, model.is_quantized = None, False
-    partial = f"{folder}.partial-{os.getpid()}"  # a conversion cut short never looks finished
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    os.replace(partial, folder)
-    return folder
+    model.save_pretrained(into)
+    tokenizer.save_pretrained(into)
 
 
 ADVICE = ("  - offline? download it elsewhere (hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR), "
