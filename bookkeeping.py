@@ -4,6 +4,7 @@ Ctrl-C does, and the messages for damaged files and full disks. ragen_mini.train
 """
 import contextlib
 import errno
+import faulthandler
 import glob
 import itertools
 import json
@@ -11,6 +12,8 @@ import os
 import re
 import shutil
 import signal
+import sys
+import threading
 import time
 import zipfile
 
@@ -60,6 +63,44 @@ class CtrlC:
 class Stopped(Exception):
     """A signal before training began (CtrlC): a new run's folder is removed, a resumed one keeps its
     checkpoint as it was."""
+
+
+class Watchdog:
+    """A run that stops moving says so and ends. The run calls beat(what it starts doing) at every iteration,
+    warm-up step and evaluation; when no beat has come for train.stall_min minutes, a thread of its own (the
+    main thread may be stuck in a call that never returns) prints what the run was doing and every thread's
+    stack (faulthandler), and ends the process with exit code 3, which findings.py reports as a failed run.
+    Seen on a GPU shared by three runs: one waited forever on a pipe from torch inductor's compile workers,
+    holding 31 GB of the card. The checkpoint is not saved from here (the stuck thread may hold the models
+    half-updated): the last one saved is the one to resume from."""
+    EXIT_CODE = 3
+
+    def __init__(self, minutes):
+        self.limit_s, self.doing, self.since = minutes * 60, "starting", time.monotonic()
+        self.ended = threading.Event()
+
+    def beat(self, doing):
+        self.doing, self.since = doing, time.monotonic()
+
+    def __enter__(self):
+        if self.limit_s > 0:
+            threading.Thread(target=self.watch, name="watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exception):
+        self.ended.set()
+
+    def watch(self):
+        while not self.ended.wait(min(30.0, self.limit_s / 4)):
+            idle = time.monotonic() - self.since
+            if idle > self.limit_s:
+                sys.stderr.write(f"\nerror: the run has not moved for {idle / 60:.1f} minutes (train.stall_min="
+                                 f"{self.limit_s / 60:g}) while {self.doing}; every thread's stack follows, "
+                                 f"then the run ends (exit code {self.EXIT_CODE}). Resume from its last "
+                                 "checkpoint with --resume RUN_DIR.\n")
+                faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+                sys.stderr.flush()
+                os._exit(self.EXIT_CODE)
 
 
 class RunError(Exception):

@@ -62,7 +62,7 @@ RANGES = {
     "algo.micro_batch_tokens": (0, 100_000_000), "algo.logits_chunk": (1, 10_000_000),
     "algo.actor_lr": (1e-12, 1.0),
     "algo.critic_lr": (1e-12, 1.0), "algo.weight_decay": (0.0, 10.0), "algo.grad_clip": (1e-8, 1e6),
-    "train.iterations": (0, 10_000_000), "train.time_limit_min": (0.0, 1e6), "train.threads": (0, 4096), "eval.every": (0, 10_000_000),
+    "train.iterations": (0, 10_000_000), "train.time_limit_min": (0.0, 1e6), "train.threads": (0, 4096), "train.stall_min": (0.0, 1e6), "eval.every": (0, 10_000_000),
     "eval.num_seeds": (1, 1_000_000), "eval.seed_offset": (1, 2**32 - 1), "eval.temperature": (0.0, 10.0),
     "eval.samples": (0, 1_000_000), "eval.k": (1, 10_000), "checkpoint.every": (0, 10_000_000),
     "warmup.steps": (0, 1_000_000), "warmup.batch_size": (1, 100_000), "warmup.lr": (1e-12, 1.0),

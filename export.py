@@ -231,6 +231,7 @@ MAPPING = [
      f"train.time_limit_min={cfg['train']['time_limit_min']:g}: RAGEN has no time limit; it runs "
      f"trainer.total_training_steps={cfg['train']['iterations']}", "note": "RAGEN has no time limit"},
     {"key": "train.threads", "note": "the CPU threads of this one process"},
+    {"key": "train.stall_min", "note": "this process's watchdog"},
     {"key": "eval.every", "paths": ["trainer.test_freq", "trainer.val_before_train"],
      "to": lambda value, cfg: {"trainer.test_freq": value} if value else
      {"trainer.test_freq": 0, "trainer.val_before_train": False},

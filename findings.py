@@ -39,9 +39,10 @@ SOKOBAN, BANDIT, FROZENLAKE = ("configs/smollm2.yaml", "configs/smollm2-bandit.y
 # minutes for 40 iterations with two runs to a card, after a 4-5 minute warm-up). Micro-batches of 16,384
 # tokens hold a run's memory down (the sums are the same at any micro-batch size). Two runs share an 80 GB
 # card; three ran out of memory there (StarPO-S and GRPO reserved 27.9 GiB each, vanilla PPO, with its
-# reference model, failed), so --parallel 3 wants a larger card.
+# reference model, failed), so --parallel 3 wants a larger card. A run with no step done in 10 minutes (the
+# longest step, the first iteration's compilation, takes about 2) ends with its stacks in its log.
 BUDGET = ["train.iterations=40", "train.time_limit_min=28", "checkpoint.every=0",
-          "algo.micro_batch_tokens=16384"]
+          "algo.micro_batch_tokens=16384", "train.stall_min=10"]
 # StarPO: no filter, a KL, clip 0.2
 VANILLA = ["algo.filter_ratio=1.0", "algo.kl_coef=0.001", "algo.clip_high=0.2"]
 SEEDS = (0, 1, 2)

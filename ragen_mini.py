@@ -44,7 +44,7 @@ import export
 import plots
 import starpo
 import tiny
-from bookkeeping import (CtrlC, RunError, Stopped, check_finite_weights, check_no_links,
+from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weights, check_no_links,
                          check_resumable, describe_os_error, discard_start, drop_after_checkpoint, evaluate,
                          group_reward_std, load_state, open_run_folder, release_lock, report_zero_signal,
                          rollout_metrics, run_summary, save_checkpoint, write_file, write_metrics)
@@ -58,8 +58,9 @@ from rollout import (ChatFormat, LLMPolicy, Sampler, Trajectory, chat_format, ow
 # ======================================================================================================
 # The training loop: one StarPO iteration is five steps, each a function below, in the order they run.
 # ======================================================================================================
-def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
-    run = setup(cfg_dict, resume_dir)
+def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None, watchdog=None):
+    beat = watchdog.beat if watchdog else (lambda doing: None)  # a run that stops moving ends (Watchdog)
+    run = setup(cfg_dict, resume_dir, beat)
     cfg, P, N = run.cfg, run.cfg.rollout.groups, run.cfg.rollout.group_size
     engine = fast_engine(cfg)  # the fast package (fast/) with rollout.engine=fast, else None
     progress = tqdm(range(run.start, cfg.train.iterations + 1), desc="train", initial=run.start - 1,
@@ -67,6 +68,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None):
     if ctrl_c is not None:
         ctrl_c.training = True  # from here on a signal lets the iteration finish and saves a checkpoint
     for iteration in progress:
+        beat(f"in iteration {iteration}")
         clock = Clock(run.device)
 
         # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
@@ -471,13 +473,13 @@ class Run:
     last_eval: float = None              # the latest eval/success, for the progress bar
 
 
-def setup(cfg_dict, resume_dir):
+def setup(cfg_dict, resume_dir, beat):
     """The run folder (refused if it holds another run, locked against a second process), then build_run. A
     start that fails (a model that does not load, a first prompt longer than rollout.max_context, a full disk)
     leaves nothing behind."""
     run_dir, made = open_run_folder(namespace(cfg_dict), resume_dir)
     try:
-        return build_run(cfg_dict, run_dir, resume_dir)
+        return build_run(cfg_dict, run_dir, resume_dir, beat)
     except BaseException:
         if not resume_dir:
             discard_start(run_dir, made)
@@ -501,7 +503,7 @@ def load_policy(cfg, saved_actor=None):
     return device, actor, build_sampler(actor, chat, cfg, device)
 
 
-def build_run(cfg_dict, run_dir, resume_dir):
+def build_run(cfg_dict, run_dir, resume_dir, beat):
     """Models, format warm-up, critic, reference, optimisers and random states (restored from
     RUN_DIR/checkpoint on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is
     owed)."""
@@ -518,7 +520,7 @@ def build_run(cfg_dict, run_dir, resume_dir):
             first_metrics.update({key.replace("eval/", "pre_warmup/"): value
                                   for key, value in before.items()})
         warmup_start = time.time()
-        first_metrics["warmup/loss"] = format_warmup(actor, sampler, cfg, device)
+        first_metrics["warmup/loss"] = format_warmup(actor, sampler, cfg, device, beat)
         first_metrics["perf/warmup_s"] = time.time() - warmup_start
         copy_weights(actor, sampler.model)
         tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {first_metrics['perf/warmup_s']:.0f} s, "
@@ -558,12 +560,13 @@ def build_run(cfg_dict, run_dir, resume_dir):
         tqdm.write("the first evaluation and iteration compile the decoder and the layers "
                    "(2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:
+        beat("evaluating at iteration 0")
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"))})
     return run
 
 
-def format_warmup(actor, sampler, cfg, device):
+def format_warmup(actor, sampler, cfg, device, beat=lambda doing: None):
     """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
     models that cannot follow it yet: the in-process models' random weights, and small pretrained models
     that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
@@ -585,6 +588,7 @@ def format_warmup(actor, sampler, cfg, device):
     total = torch.tensor(float("nan"))
     for transcripts in tqdm(warmup_transcripts(sampler, cfg, rng), total=cfg.warmup.steps,
                             desc="format warm-up", leave=False):
+        beat("in the format warm-up")
         if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
             for t in transcripts:
                 t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
@@ -791,8 +795,9 @@ def main(argv=None):
             check_resumable(args.resume)
         cfg = load_run_config(args.resume, overrides) if args.resume else load_config(args.config, overrides)
         use_cpu_threads(cfg)
-        with CtrlC() as ctrl_c:
-            run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c)
+        with CtrlC() as ctrl_c, Watchdog(cfg["train"]["stall_min"]) as watchdog:
+            run_dir = train(cfg, resume_dir=args.resume, bench=bool(args.bench), ctrl_c=ctrl_c,
+                            watchdog=watchdog)
         if ctrl_c.pressed:  # the summary says how to resume
             # the shell's code for "stopped by that signal": 130 for Ctrl-C
             raise SystemExit(128 + ctrl_c.signum)

@@ -1248,6 +1248,34 @@ def test_resume_says_what_it_will_not_do(resume_runs, capsys):
     assert (run_b / "metrics.jsonl").read_text() == before
 
 
+STALLED = """
+import sys, time
+sys.path.insert(0, {root!r})
+import ragen_mini
+def update_that_never_returns(*args, **kwargs):
+    time.sleep(3600)
+ragen_mini.update = update_that_never_returns
+ragen_mini.main({argv!r})
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
+    """An update that never returns (a stand-in for the compile workers a run once waited on forever): with
+    train.stall_min=0.05 (3 s) the watchdog says what the run was doing, prints every thread's stack (the
+    stuck call among them) and ends the process with exit code 3, within seconds, not an hour."""
+    argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", "train.stall_min=0.05",
+            f"run_dir={tmp_path / 'run'}"]
+    started = time.monotonic()
+    stalled = subprocess.run([sys.executable, "-c", STALLED.format(root=str(ROOT), argv=argv)],
+                             capture_output=True, text=True, timeout=300)
+    assert stalled.returncode == 3, stalled.stderr[-2000:]
+    assert time.monotonic() - started < 120
+    assert "error: the run has not moved for" in stalled.stderr and "while in iteration 1" in stalled.stderr
+    assert "update_that_never_returns" in stalled.stderr  # the stuck thread's stack
+    assert "Resume from its last checkpoint" in stalled.stderr
+
+
 def test_ctrl_c_in_the_format_warm_up_stops_at_once(tmp_path, monkeypatch, capsys):
     """Ctrl-C at the warm-up's third step of 200: the run stops there (no more steps, no evaluation, no
     iteration), exits 130, says that nothing was saved, and leaves no folder behind; a second run in the same
