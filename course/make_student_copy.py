@@ -13,8 +13,9 @@ A solution region is marked in the project's own code, inside a function body:
 In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ... (see course/ex4-gae.md)")`
 at the region's indentation, naming the exercise and its handout (so every exercise id needs a handout
 course/<id>.md); everything outside the regions is copied unchanged, so the student copy imports and runs
-its untouched parts. The course's hidden tests (course/hidden/) are left out of the copy, and a
-START_HERE.md tells the student where to begin and how to check their work.
+its untouched parts. What would give solutions away is left out (LEFT_OUT: the hidden tests, the
+instructor guide, the course's own tests, raw logs), and a START_HERE.md tells the student where to begin
+and how to check their work.
 """
 import os
 import re
@@ -25,7 +26,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION (\S+)\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
-LEFT_OUT = ("course/hidden/",)
+# Left out of the copy: the hidden tests and their reference implementations, the instructor guide (it lists
+# every planted bug), the course's own tests (they quote solution lines to plant bugs) and the raw benchmark
+# logs (a compile log quotes the code it compiled).
+LEFT_OUT = ("course/hidden/", "course/README.md", "tests/test_course.py", "bench/results/")
 START_HERE = """# Start here
 
 This is the student copy of ragen-mini. The functions of the exercises raise `NotImplementedError`
@@ -37,8 +41,8 @@ work with
     python course/capstone.py              # all done: the Bandit to >= 0.95 on a CPU, with PPO and with GRPO
 
 The project's own test suite (`python -m pytest tests`) fails on the unfinished exercises and passes once
-every exercise is done (the course's instructor-only checks are skipped here). The capstone's second part,
-an investigation of one of the paper's findings, is course/capstone-investigation.md.
+every exercise is done. The capstone's second part, an investigation of one of the paper's findings, is
+course/capstone-investigation.md.
 """
 
 

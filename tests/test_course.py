@@ -94,6 +94,69 @@ def run_python(copy, code):
     return subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True, text=True, timeout=300)
 
 
+def solution_lines():
+    """{line: exercise} of the solution regions' lines that give something away: stripped, 20 characters or
+    more, not a comment, and found nowhere outside the regions in the project's own modules (a line such as
+    `with torch.no_grad():` stands elsewhere in the code anyway)."""
+    regions, outside = {}, set()
+    for path in tracked_files(ROOT):
+        if not path.endswith(".py") or path.startswith("course/"):
+            continue
+        inside = None
+        for line in (ROOT / path).read_text().splitlines():
+            if (begin := BEGIN.match(line)) or END.match(line):
+                inside = begin and begin[2]
+            elif inside:
+                regions[line.strip()] = inside
+            else:
+                outside.add(line.strip())
+    return {line: exercise for line, exercise in regions.items()
+            if len(line) >= 20 and not line.startswith("#") and line not in outside}
+
+
+@instructor_only
+@pytest.mark.slow
+def test_the_student_copy_holds_no_solution_line_nor_hidden_test(student_copy):
+    """Every text file of the copy (code, string literals, logs, docs) searched for every telling line of every
+    solution region and every check of the hidden tests; the instructor guide and these tests are not in it."""
+    telling = solution_lines()
+    # the hidden tests' checks: their assert lines, which hold the expected values, but for those the shipped
+    # tests make too (`assert torch.isfinite(loss)` gives nothing away)
+    shipped = "".join(path.read_text() for path in [*(ROOT / "course" / "tests").glob("test_*.py"),
+                                                    *(ROOT / "tests").glob("test_*.py")]
+                      if path.name != "test_course.py")
+    hidden = {line.strip() for path in (ROOT / "course" / "hidden").glob("test_*.py")
+              for line in path.read_text().splitlines()
+              if line.strip().startswith("assert ") and line.strip() not in shipped}
+    assert len(telling) > 50 and len(hidden) > 50
+    found = []
+    for path in student_copy.rglob("*"):
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        except UnicodeDecodeError:
+            continue
+        found += [(str(path.relative_to(student_copy)), line) for line in set(telling) | hidden if line in text]
+    assert found == []
+    assert not (student_copy / "course" / "README.md").exists()
+    assert not (student_copy / "tests" / "test_course.py").exists()
+
+
+@instructor_only
+@pytest.mark.slow
+def test_the_student_copy_with_every_exercise_done_passes_its_unit_tests(tmp_path):
+    """The copy with the solutions put back (the project's exercised modules over the stubs): the student's
+    `pytest tests` collects, and its unit tests pass."""
+    copy = tmp_path / "student"
+    subprocess.run([sys.executable, "course/make_student_copy.py", str(copy)], cwd=ROOT, check=True,
+                   capture_output=True, text=True, timeout=120)
+    for module in MODULES:
+        shutil.copy(ROOT / f"{module}.py", copy / f"{module}.py")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow",
+                           "tests"], cwd=copy, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout.splitlines()[-1]
+
+
 @instructor_only
 @pytest.mark.slow
 def test_every_stub_raises_and_names_its_exercise(student_copy):
