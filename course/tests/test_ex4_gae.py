@@ -13,8 +13,9 @@ import adapters  # noqa: E402
 compute_gae = adapters.function("ex4-gae")
 
 
-WEIGHTS = {"test_the_worked_example": 3, "test_gamma_lam_one_gives_reward_to_go_minus_value": 2,
-           "test_masked_positions_get_zero": 2, "test_agrees_with_stored_numbers_on_random_multi_turn_batches": 3}
+WEIGHTS = {"test_the_worked_example": 2, "test_the_worked_example_with_a_discount": 6,
+           "test_gamma_lam_one_gives_reward_to_go_minus_value": 1, "test_masked_positions_get_zero": 1,
+           "test_agrees_with_stored_numbers_on_random_multi_turn_batches": 4}
 
 
 def test_the_worked_example():
@@ -22,6 +23,19 @@ def test_the_worked_example():
                            torch.tensor([[1., 1., 0., 1.]]), gamma=1.0, lam=1.0)
     assert torch.allclose(adv, torch.tensor([[0.5, 0.4, 0.0, 0.2]]), atol=1e-6)
     assert torch.allclose(ret, torch.tensor([[1., 1., 0., 1.]]), atol=1e-6)
+
+
+def test_the_worked_example_with_a_discount():
+    """The same turn with gamma = 0.9, lam = 0.8: now the observation token (t = 2, value 9) must be jumped
+    over, not stepped through. Worked by hand; the steps are t = 0, 1, 3:
+        t=3: delta = 1 - 0.8 = 0.2;                      A = 0.2
+        t=1: delta = 0 + 0.9 * 0.8 - 0.6 = 0.12;         A = 0.12 + 0.72 * 0.2 = 0.264
+        t=0: delta = 0 + 0.9 * 0.6 - 0.5 = 0.04;         A = 0.04 + 0.72 * 0.264 = 0.23008
+    Stepping through t = 2 instead (textbook GAE) gives A = 1.223, 1.642 at t = 0, 1."""
+    adv, ret = compute_gae(torch.tensor([[0., 0., 0., 1.]]), torch.tensor([[.5, .6, 9., .8]]),
+                           torch.tensor([[1., 1., 0., 1.]]), gamma=0.9, lam=0.8)
+    assert torch.allclose(adv, torch.tensor([[0.23008, 0.264, 0.0, 0.2]]), atol=1e-5), adv
+    assert torch.allclose(ret, torch.tensor([[0.73008, 0.864, 0.0, 1.0]]), atol=1e-5), ret
 
 
 def test_gamma_lam_one_gives_reward_to_go_minus_value():
