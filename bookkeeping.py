@@ -19,12 +19,14 @@ import zipfile
 
 import numpy as np
 import torch
+import yaml
 from safetensors import safe_open
 from tqdm import tqdm
 
 import plots
 import starpo
 import viewer
+from config import parse_yaml
 from rollout import LLMPolicy, play_episodes
 
 
@@ -49,7 +51,7 @@ class CtrlC:
         self.pressed, self.signum = True, signum
         for other in self.SIGNALS:
             signal.signal(other, signal.default_int_handler if other == signal.SIGINT else signal.SIG_DFL)
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        name = self.name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         if not self.training:
             raise Stopped(f"{name} before training began: stopped at once, with nothing to save")
         tqdm.write(f"{name}: the run stops after this iteration, with a checkpoint. "
@@ -128,6 +130,7 @@ def check_resumable(run_dir, flag="--resume"):
                        "iterations, into RUN_DIR/checkpoint)")
     if not zipfile.is_zipfile(state):  # torch.save writes a zip archive; one cut short lacks its end record
         raise RunError(damaged.format(state, "not a whole checkpoint file"))
+    load_state(run_dir, flag, mmap=True)  # what it holds, too (mmap: the tensors stay on disk)
     weights = sorted(glob.glob(os.path.join(checkpoint, "actor", "*.safetensors")))
     if not weights:
         raise RunError(damaged.format(os.path.join(checkpoint, "actor"), "no model.safetensors in it"))
@@ -139,8 +142,9 @@ def check_resumable(run_dir, flag="--resume"):
             raise RunError(damaged.format(path, str(error).splitlines()[0])) from None
 
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.jsonl.damaged", "samples.md", "plots.png", "eval.jsonl",
-             "eval_samples.md", "viewer.html", "viewer.html.tmp", "checkpoint", "checkpoint.tmp",
+RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.jsonl.damaged", "samples.jsonl", "samples.md",
+             "samples.old.md", "plots.png", "eval.jsonl", "eval_samples.jsonl", "eval_samples.md",
+             "eval_samples.old.md", "viewer.html", "viewer.html.tmp", "checkpoint", "checkpoint.tmp",
              "checkpoint.old")  # what a run writes into its folder
 
 
@@ -160,11 +164,32 @@ def check_not_a_run(run_dir, overwrite):
     -> the names of those files, which the new run removes (remove_run_files) once it holds the folder's
     lock."""
     held = [name for name in RUN_FILES if os.path.lexists(os.path.join(run_dir, name))]
+    if held and not written_by_a_run(run_dir):  # a checkout (its config.yaml is the schema), someone's folder
+        raise RunError(f"run_dir={run_dir} holds {', '.join(held)}, which a run would write, but it is no "
+                       f"ragen-mini run folder ({os.path.join(run_dir, 'config.yaml')} was not written by a "
+                       "run): a new run never replaces such files, not even with overwrite=true. Choose an "
+                       "empty or new folder for run_dir")
     if held and not overwrite:
         raise RunError(f"run_dir={run_dir} already holds a run ({', '.join(held)}): continue it with "
                        f"python ragen_mini.py --resume {run_dir}, choose another run_dir, or start over in "
                        "it with overwrite=true")
     return held
+
+
+def written_by_a_run(run_dir):
+    """Whether RUN_DIR/config.yaml is one that a run wrote: yaml.safe_dump of a whole config, byte for byte,
+    which a file written by hand (a checkout's config.yaml, with its comments) never is."""
+    path = os.path.join(run_dir, "config.yaml")
+    if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 1_000_000:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        saved = parse_yaml(text)
+    except Exception:  # unreadable, not UTF-8, not YAML, a key twice, an alias: not what a run writes
+        return False
+    return (isinstance(saved, dict) and {"run_dir", "env", "rollout", "algo"} <= set(saved)
+            and yaml.safe_dump(saved, sort_keys=False) == text)
 
 
 def remove_run_files(run_dir, names):
@@ -176,9 +201,11 @@ def remove_run_files(run_dir, names):
 def open_run_folder(cfg, resume_dir):
     """The run's folder, made if new (runs/<env>-<time> when run_dir is empty), refused if it holds another
     run (unless overwrite=true, whose old files go once the lock is held), and locked. -> (run_dir, made
-    here)."""
-    made = not resume_dir and not (cfg.run_dir and os.path.exists(cfg.run_dir))
+    here: the folders this start made, innermost first, which a start that fails removes again)."""
+    made = [] if resume_dir else missing_folders(cfg.run_dir or "runs")
     run_dir = resume_dir or cfg.run_dir or new_run_dir(cfg.env.name)
+    if not resume_dir and not cfg.run_dir:
+        made.insert(0, os.path.abspath(run_dir))
     os.makedirs(run_dir, exist_ok=True)
     check_no_links(run_dir)
     old_run = [] if resume_dir else check_not_a_run(run_dir, cfg.overwrite)
@@ -187,14 +214,23 @@ def open_run_folder(cfg, resume_dir):
     return run_dir, made
 
 
+def missing_folders(path):
+    """PATH and those of the folders above it that do not exist yet, innermost first."""
+    path, missing = os.path.abspath(path), []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
 def discard_start(run_dir, made):
-    """A new run that failed before its first iteration: its files go, and the folder if this start made
-    it."""
+    """A new run that failed before its first iteration: its files go, and the folders this start made
+    (MADE, innermost first: the run folder, runs/ on a first run) if they are empty."""
     remove_run_files(run_dir, [name for name in (*RUN_FILES, "lock")
                                if os.path.lexists(os.path.join(run_dir, name))])
-    if made:
-        with contextlib.suppress(OSError):
-            os.rmdir(run_dir)
+    for folder in made:
+        with contextlib.suppress(OSError):  # not empty: another run's folder, or a file of the user's
+            os.rmdir(folder)
 
 
 def take_lock(run_dir):
@@ -244,17 +280,32 @@ def check_finite_weights(model, folder):
                            "or resume from an earlier copy.")
 
 
-def load_state(run_dir):
+def load_state(run_dir, flag="--resume", mmap=False):
     """RUN_DIR/checkpoint/state.pt, read as data only (weights_only=True): tensors, numbers, strings and the
     containers that hold them. A pickle may name any function to call while it loads; one that does is
-    refused as damaged, so a run folder from someone else can never run code here."""
+    refused as damaged, so a run folder from someone else can never run code here. So is one whose
+    iteration is not a whole number from 1 (a checkpoint is saved after an iteration): -3 would make a
+    resumed run forget every metrics row and train from -2."""
     path = os.path.join(run_dir, "checkpoint", "state.pt")
     try:
-        return torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, mmap=mmap)
     except Exception as error:  # pickle, zip and torch errors alike: the file is not what torch.save wrote
-        raise RunError(f"--resume {run_dir}: {path} is damaged ({type(error).__name__}: "
+        raise RunError(f"{flag} {run_dir}: {path} is damaged ({type(error).__name__}: "
                        f"{str(error).splitlines()[0] if str(error) else ''}); "
-                       "this checkpoint cannot be resumed") from None
+                       "this checkpoint cannot be used") from None
+    missing = sorted({"iteration", "critic", "optimizers", "rng"} - set(state if isinstance(state, dict) else {}))
+    if missing:
+        raise RunError(f"{flag} {run_dir}: {path} is damaged (it lacks {', '.join(missing)}); this checkpoint "
+                       "cannot be used. Start the run again, or use a copy of the run folder made before")
+    if not valid_iteration(state["iteration"]):
+        raise RunError(f"{flag} {run_dir}: {path} is damaged (its iteration is {state['iteration']!r:.40}, not "
+                       "a whole number from 1: a checkpoint is saved after an iteration); this checkpoint "
+                       "cannot be used. Start the run again, or use a copy of the run folder made before")
+    return state
+
+
+def valid_iteration(iteration):
+    return isinstance(iteration, int) and not isinstance(iteration, bool) and 1 <= iteration <= 10_000_000
 
 
 def latest_checkpoint(run_dir):
@@ -265,6 +316,8 @@ def latest_checkpoint(run_dir):
     try:  # data only, as load_state; mmap: the tensors stay on disk
         iteration = torch.load(state, weights_only=True, mmap=True)["iteration"]
     except Exception:  # a file that is not what torch.save wrote here is no complete checkpoint
+        return None
+    if not valid_iteration(iteration):  # edited: no checkpoint to resume from
         return None
     return f"{os.path.dirname(state)} (iteration {iteration})"
 
@@ -300,7 +353,7 @@ def describe_os_error(error):
 
 
 def drop_after_checkpoint(run_dir, iteration):
-    """On resume: forget the metrics lines and samples.md evaluations written after the checkpoint, which
+    """On resume: forget the metrics lines and the evaluation samples written after the checkpoint, which
     the resumed run writes again. A damaged line (a crash while writing, an edit) is moved to
     metrics.jsonl.damaged; a missing metrics.jsonl is started again; both are said."""
     path = os.path.join(run_dir, "metrics.jsonl")
@@ -316,14 +369,7 @@ def drop_after_checkpoint(run_dir, iteration):
         tqdm.write(f"{path} is missing: it starts again with the resumed iterations")
     with open(path, "w") as f:
         f.writelines(json.dumps(row) + "\n" for row in rows if row["iteration"] <= iteration)
-    samples = os.path.join(run_dir, "samples.md")
-    if os.path.exists(samples):
-        with open(samples) as f:
-            sections = re.split(r"(?=\n# Evaluation )", f.read())  # "\n# Evaluation at iteration 10\n" ...
-        later = [re.match(r"\n# Evaluation at iteration (\d+)\n", section) for section in sections]
-        with open(samples, "w") as f:
-            f.writelines(section for section, match in zip(sections, later)
-                         if not match or int(match[1]) <= iteration)
+    drop_samples_after(os.path.join(run_dir, "samples.md"), iteration)
 
 
 def run_summary(run_dir, seconds):
@@ -349,7 +395,8 @@ def run_summary(run_dir, seconds):
                      f"decoding steps, envs and tokenizer {host:.2f} s) + scoring "
                      f"{median['perf/logprob_s']:.2f} s + update {median['perf/update_s']:.2f} s, "
                      "evaluations apart")
-    lines.append(f"run folder: {run_dir} (metrics.jsonl, samples.md, plots.png)")
+    lines.append(f"run folder: {run_dir} (metrics.jsonl, plots.png, viewer.html: open it in a browser; the "
+                 "evaluation samples in samples.jsonl, as text in samples.md)")
     latest = latest_checkpoint(run_dir)
     if latest:
         lines.append(f"checkpoint: {latest}; "
@@ -457,11 +504,14 @@ def group_reward_std(rewards, group_ids):
     return float(starpo.group_stats(rewards, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
-def evaluate(sampler, cfg, title, samples_path):
+def evaluate(sampler, cfg, title, samples_path, iteration=None):
     """eval.k rollouts per fixed evaluation seed, in chunks of the training batch (no more memory than a
-    training rollout; the static decoder is the training one). `title` heads the samples appended to
-    samples_path ("Evaluation at iteration 10"). -> eval/success (the mean over all rollouts), and with
-    eval.k > 1 eval/pass@k: the fraction of seeds solved by at least one of their k rollouts."""
+    training rollout; the static decoder is the training one). The first rollout of the first eval.samples
+    seeds is kept as records (episode_record) titled `title` ("Evaluation at iteration 10") of training
+    iteration `iteration` (None: read off the title, iteration_of): appended to the .jsonl beside
+    samples_path (RUN_DIR/samples.md -> RUN_DIR/samples.jsonl) and rendered into samples_path (write_samples),
+    then drawn in RUN_DIR/viewer.html. -> eval/success (the mean over all rollouts), and with eval.k > 1
+    eval/pass@k: the fraction of seeds solved by at least one of their k rollouts."""
     seeds = [seed for seed in range(cfg.eval.seed_offset, cfg.eval.seed_offset + cfg.eval.num_seeds)
              for _ in range(cfg.eval.k)]
     chunk = cfg.rollout.groups * cfg.rollout.group_size
@@ -473,15 +523,12 @@ def evaluate(sampler, cfg, title, samples_path):
             part = seeds[start:start + chunk]
             trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg,
                                           part, part)
-    text = [f"\n# {title}\n"]  # read these to see the echo trap happen
-    for t in trajectories[::cfg.eval.k][:cfg.eval.samples]:
-        text.append(f"\n## seed {t.seed}: reward {t.reward:g}, success {t.success}\n")
-        text += [f"- turn {k}: think {turn.think[:200]!r} -> actions {turn.actions} "
-                 f"(format ok: {turn.format_ok}), reward {turn.reward:g}\n"
-                 for k, turn in enumerate(t.turns, 1)]
-        text.append(f"\n```\n{sampler.chat.tokenizer.decode(t.ids)}\n```\n")
-    write_file(samples_path, "".join(text), "a")
-    viewer.write_viewer(os.path.dirname(samples_path))  # the same episodes as pictures: RUN_DIR/viewer.html
+    iteration = iteration_of(title) if iteration is None else iteration
+    records = [episode_record(t, title, iteration, k)  # read these to see the echo trap happen
+               for k, t in enumerate(trajectories[::cfg.eval.k][:cfg.eval.samples])]
+    if records:  # eval.samples=0 keeps none
+        write_samples(samples_path, records)
+        viewer.write_viewer(os.path.dirname(samples_path))  # the same episodes as pictures: viewer.html
     metrics = rollout_metrics(trajectories, "eval")
     metrics = {k: metrics[k] for k in ("eval/success", "eval/reward_mean", "eval/actions_mean",
                                        "eval/valid_action_frac", "eval/think_tokens",
@@ -493,6 +540,148 @@ def evaluate(sampler, cfg, title, samples_path):
             solved[t.seed] = solved.get(t.seed, False) or t.success
         metrics[f"eval/pass@{cfg.eval.k}"] = float(np.mean(list(solved.values())))
     return metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# The evaluation samples: records, one JSON line per episode (RUN_DIR/samples.jsonl, --eval's
+# eval_samples.jsonl), and their rendering for people (samples.md, eval_samples.md). The records are the data:
+# the viewer, findings.py --keep and the resume read them (viewer.read_samples); nothing reads the markdown.
+
+def episode_record(trajectory, title, iteration, episode):
+    """One sampled episode (a rollout.Trajectory) as a record, one JSON line of samples.jsonl:
+
+        title         the evaluation's title, "Evaluation at iteration 10"
+        iteration     the training iteration it belongs to (0 for the evaluation before the format warm-up,
+                      whose metrics are iteration 0's pre_warmup/): the resume drops records by it
+        episode       its place among the evaluation's records, from 0 (a new evaluation starts again)
+        seed, reward  the env seed; the episode's reward, summed over turns, format penalties included
+        success       the env says the task was solved
+        turns         one dict per turn (rollout.Turn):
+            turn            its number, from 1
+            state           the env's rendering the model saw in the turn's user message
+            actions_left    the action budget that message stated
+            reply           the sampled tokens decoded, whole (after the forced "<think>" of the prompt)
+            think, answer   the texts between the <think> tags and the <answer> tags that the parser read
+                            ("" without them)
+            actions         the actions the env executed
+            format_ok       the reply kept the format
+            format_problem  why not, in words ("" when it did): a missing tag, cut at the token limit, ...
+            reward          the env's rewards of the turn + the format penalty
+
+    viewer.RECORD_KEYS and viewer.TURN_KEYS hold the same keys with their types, for the reader."""
+    return dict(title=title, iteration=int(iteration), episode=episode, seed=int(trajectory.seed),
+                reward=float(trajectory.reward), success=bool(trajectory.success),
+                turns=[dict(turn=k, state=turn.state, actions_left=int(turn.actions_left), reply=turn.reply,
+                            think=turn.think, answer=turn.answer, actions=list(turn.actions),
+                            format_ok=bool(turn.format_ok), format_problem=turn.format_problem,
+                            reward=float(turn.reward))
+                       for k, turn in enumerate(trajectory.turns, 1)])
+
+
+def iteration_of(title):
+    """The training iteration of an evaluation, from the title the trainer gives it: "... at iteration 10"
+    -> 10; "Evaluation before the format warm-up" -> 0."""
+    match = re.search(r"at iteration (\d+)$", title)
+    return int(match[1]) if match else 0
+
+
+def records_path(samples_path):
+    """RUN_DIR/samples.md -> RUN_DIR/samples.jsonl: the records beside their rendering."""
+    return os.path.splitext(samples_path)[0] + ".jsonl"
+
+
+def write_samples(samples_path, records):
+    """Append records to the .jsonl beside samples_path, then their rendering to samples_path: the records
+    first, since they are the data and the markdown can be made again from them. ensure_ascii: every
+    character outside ASCII is written as a \\u escape, so any string the model wrote, invalid Unicode (a
+    lone surrogate) and line separators included, becomes one line of plain ASCII."""
+    set_aside_markdown(samples_path)
+    path = records_path(samples_path)
+    lines = "".join(json.dumps(record, ensure_ascii=True) + "\n" for record in records)
+    write_file(path, ("\n" if ends_mid_line(path) else "") + lines, "a")
+    write_file(samples_path, samples_markdown(records), "a")
+
+
+def ends_mid_line(path):
+    """Does the file end without a newline (a line cut by a crash)? Then the next record starts a line of its
+    own, and only the cut one is damaged."""
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
+def set_aside_markdown(samples_path):
+    """A samples.md with no samples.jsonl beside it was written by an older ragen-mini, as the only copy of
+    its samples: it becomes samples.old.md, kept as it was, rather than be mixed with the records' rendering
+    (or, on resume, rewritten from records it does not know)."""
+    old = os.path.splitext(samples_path)[0] + ".old.md"
+    if (os.path.isfile(samples_path) and not os.path.exists(records_path(samples_path))
+            and not os.path.lexists(old)):
+        os.rename(samples_path, old)
+        tqdm.write(f"{samples_path} was written by an older ragen-mini (no "
+                   f"{os.path.basename(records_path(samples_path))} beside it): kept as {old}, unchanged "
+                   "(it may hold evaluations after the checkpoint); from now on the samples are records")
+
+
+def drop_samples_after(samples_path, iteration):
+    """On resume: the records of evaluations after `iteration` (their iteration field) leave the .jsonl
+    beside samples_path, and samples_path is rendered again from the records that stay. A damaged line (a
+    crash while it was written) has no iteration to trust: it goes, and is said."""
+    set_aside_markdown(samples_path)
+    path = records_path(samples_path)
+    if not os.path.exists(path):
+        return
+    records, damaged = viewer.read_samples(path)
+    if damaged:
+        tqdm.write(f"{path}: left out {len(damaged)} damaged line(s): {'; '.join(damaged)}")
+    kept = [record for record in records if record["iteration"] <= iteration]
+    write_file(path, "".join(json.dumps(record, ensure_ascii=True) + "\n" for record in kept))
+    write_file(samples_path, samples_markdown(kept))
+
+
+def samples_markdown(records):
+    """The records as markdown, for people: a heading per evaluation and per episode (seed, reward, success),
+    per turn a line with its reward, actions and format, then the state and the reply as written. Model text
+    appears only inside code blocks whose fence no line of it can close (fence): no reply makes a heading or
+    ends its block. Lone surrogates (invalid Unicode, which UTF-8 cannot hold) are written as \\udXXX."""
+    parts = []
+    for evaluation in viewer.group_evaluations(records, source=""):
+        parts.append(f"\n# {evaluation['title']}\n")
+        for record in evaluation["episodes"]:
+            parts.append(f"\n## seed {record['seed']}: reward {record['reward']:g}, "
+                         f"success {record['success']}\n")
+            parts += [turn_markdown(turn) for turn in record["turns"]]
+    return "".join(parts).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def turn_markdown(turn):
+    """One turn of samples.md (samples_markdown). The action names are the env's own spelling; the reason a
+    format broke names tags, which a markdown viewer would take for HTML outside a code span."""
+    verdict = "format ok" if turn["format_ok"] else f"format broken: {code_span(turn['format_problem'])}"
+    return (f"\n- turn {turn['turn']}: reward {turn['reward']:g}, actions [{', '.join(turn['actions'])}], "
+            f"{verdict}; the state ({turn['actions_left']} actions left), then the reply as sampled:\n\n"
+            f"{fence(turn['state'])}\n{fence(turn['reply'])}")
+
+
+def backticks(text, least):
+    """A run of backticks longer than any in `text`, and at least `least` long: a code block or span opened
+    with it ends only at a run as long (CommonMark), which the text cannot hold."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(least, longest + 1)
+
+
+def fence(text):
+    """A fenced code block holding `text` verbatim: no line of the text closes it."""
+    ticks = backticks(text, 3)
+    return f"{ticks}\n{text}\n{ticks}\n"
+
+
+def code_span(text):
+    """`text` as inline code, on one line (a code span may not hold a blank line)."""
+    ticks = backticks(text, 1)
+    return f"{ticks} {' '.join(text.split())} {ticks}"
 
 
 def save_checkpoint(run, iteration):

@@ -93,12 +93,29 @@ class UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
+    def compose_node(self, parent, index):
+        """No anchors (&name) or aliases (*name): a config never needs them, and nine nested aliases of
+        nine items each (the "billion laughs") make a few hundred bytes stand for a billion values, which
+        any message or check that walks them would spend minutes and gigabytes on. Refused before any value
+        is built."""
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise ConfigError(f"line {event.start_mark.line + 1} uses a YAML anchor or alias "
+                              f"(&{event.anchor} / *{event.anchor}), which a config may not: write the "
+                              "value out in full")
+        return super().compose_node(parent, index)
+
 
 def parse_yaml(text):
+    """The one YAML reader for config files, run folders' config.yaml and override values: safe (data only),
+    a key given twice refused, no anchors or aliases."""
     return yaml.load(text, Loader=UniqueKeyLoader)
 
 
-def _set_key(cfg, schema, dotted, value, source):
+def _set_key(cfg, schema, dotted, value, source, failed=None):
+    """cfg[dotted] = value, checked against the schema; a value of the wrong type is refused and its key
+    added to FAILED (the default stays, and the checks that build on that key are skipped)."""
+    failed = set() if failed is None else failed
     *sections, key = dotted.split(".")
     node, spec = cfg, schema
     for part in sections + [key]:
@@ -122,14 +139,16 @@ def _set_key(cfg, schema, dotted, value, source):
             pass
     if isinstance(default, dict) and key != "kwargs":  # a whole section given as a mapping: recurse
         if not isinstance(value, dict):
+            failed.add(dotted)
             raise ConfigError(f"{source}: '{dotted}' is a section; give its keys, e.g. {dotted}.<key>=...")
         errors = []
         for sub, sub_value in value.items():
-            collect(errors, _set_key, cfg, schema, f"{dotted}.{sub}", sub_value, source)
+            collect(errors, _set_key, cfg, schema, f"{dotted}.{sub}", sub_value, source, failed)
         raise_all(errors)
         return
     if isinstance(default, bool) != isinstance(value, bool) or not (
             isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))):
+        failed.add(dotted)
         raise ConfigError(f"{source}: '{dotted}' must be {type(default).__name__} (like {default!r}), "
                           f"got {value!r} ({type(value).__name__})")
     node[key] = float(value) if isinstance(default, float) else value
@@ -158,14 +177,15 @@ def read_schema():
 def load_config(path=None, overrides=()):
     """Schema defaults <- config file <- command-line overrides, then sanity checks. Returns a dict."""
     schema = read_schema()
-    cfg, errors = copy.deepcopy(schema), []
+    cfg, errors, failed = copy.deepcopy(schema), [], set()  # failed: the keys whose value had the wrong type
     if path:
         for key, value in read_config_file(path).items():
-            collect(errors, _set_key, cfg, schema, str(key), value, path)
+            collect(errors, _set_key, cfg, schema, str(key), value, path, failed)
     for item in overrides:
-        collect(errors, set_override, cfg, schema, item)
-    raise_all(errors)  # the checks below need every value of the right type
-    check_config(cfg)
+        collect(errors, set_override, cfg, schema, item, failed)
+    cfg["run_dir"] = os.path.expanduser(cfg["run_dir"])  # "~/runs/a" is a folder in the home, not one named ~
+    collect(errors, check_config, cfg, failed)  # every problem at once: unknown keys, types, ranges, rules
+    raise_all(errors)
     return cfg
 
 
@@ -178,6 +198,11 @@ def load_run_config(run_dir, overrides=()):
     writes all of them; an emptied or cut file would quietly fall back to the defaults), and the overrides may
     not change what the checkpoint was built with."""
     path = os.path.join(run_dir, "config.yaml")
+    moved = [item for item in overrides if item.partition("=")[0].strip() == "run_dir"]
+    if moved:  # it would be ignored: the run's files are in RUN_DIR, and stay there
+        raise ConfigError(f"{moved[0]}: a resumed or evaluated run keeps its own folder, {run_dir}, and "
+                          "run_dir cannot move it; leave run_dir out. To go on from a copy of the run, copy "
+                          "the whole folder and --resume the copy")
     saved = read_config_file(path)
     replaced = [key for key in _flat_keys(saved) if key in REPLACED]
     if replaced:
@@ -200,7 +225,8 @@ def load_run_config(run_dir, overrides=()):
     return cfg
 
 
-def set_override(cfg, schema, item):
+def set_override(cfg, schema, item, failed=None):
+    failed = set() if failed is None else failed
     key, equals, text = item.partition("=")
     if not equals or not key or key.startswith(".") or key.endswith("."):
         raise ConfigError(f"override '{item}' must look like section.key=value. If it is part of the value "
@@ -209,12 +235,14 @@ def set_override(cfg, schema, item):
     try:
         value = parse_yaml(text) if text else ""
     except ConfigError as error:
+        failed.add(key)
         raise ConfigError(f"command line: the value of '{key}': {error}") from None
     except yaml.YAMLError as error:
+        failed.add(key)
         raise ConfigError(f"command line: the value of '{key}' is not valid YAML ({text!r}: "
                           f"{str(error).splitlines()[0]}). A value with spaces, brackets or braces must be "
                           f"one shell word: quote the whole override, e.g. '{key}=...'") from None
-    _set_key(cfg, schema, key, value, "command line")
+    _set_key(cfg, schema, key, value, "command line", failed)
 
 
 def read_config_file(path):
@@ -239,12 +267,18 @@ def read_config_file(path):
     return user
 
 
-def check_config(cfg):
-    """Impossible settings fail here, all of them at once with their reasons, before any model loads."""
+def check_config(cfg, failed=()):
+    """Impossible settings fail here, all of them at once with their reasons, before any model loads. FAILED:
+    the keys (or whole sections) whose given value had the wrong type, so cfg holds their defaults: the
+    checks that read them are skipped, the others still run (their problems are said in the same pass)."""
     r, a, e = cfg["rollout"], cfg["algo"], cfg["eval"]
-    errors, unsound = [], set()  # the keys whose numbers are not to be used in the checks that build on them
+    mistyped = {key for key in _flat_keys(cfg) if any(key == f or key.startswith(f + ".") for f in failed)}
+    # the keys whose numbers are not to be used in the checks that build on them
+    errors, unsound = [], set(mistyped)
     for key in _flat_keys(cfg):  # NaN and inf pass every comparison below the wrong way, or crash later
         value = _get(cfg, key)
+        if key in mistyped:
+            continue
         if isinstance(value, float) and not math.isfinite(value):
             errors.append(f"{key}={value}: give a finite number")
         elif key in RANGES and not RANGES[key][0] <= value <= RANGES[key][1]:
@@ -253,36 +287,43 @@ def check_config(cfg):
         else:
             continue
         unsound.add(key)
-    rules = [
-        (cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
-        (a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
-        (a["loss_agg"] in ("token-mean", "micro-batch-mean"),
+    rules = [  # (the keys the rule reads, whether it holds, what to say if not)
+        (["env.name"], cfg["env"]["name"] in ENVS, f"env.name must be one of {', '.join(ENVS)}"),
+        (["algo.estimator"], a["estimator"] in ("gae", "grpo"), "algo.estimator must be gae or grpo"),
+        (["algo.loss_agg"], a["loss_agg"] in ("token-mean", "micro-batch-mean"),
          "algo.loss_agg must be token-mean or micro-batch-mean"),
-        (a["grpo_kl"] in ("k1", "k3"), "algo.grpo_kl must be k1 or k3"),
-        (a["train_tokens"] in ("sampled", "after_system"),
+        (["algo.grpo_kl"], a["grpo_kl"] in ("k1", "k3"), "algo.grpo_kl must be k1 or k3"),
+        (["algo.train_tokens"], a["train_tokens"] in ("sampled", "after_system"),
          "algo.train_tokens must be sampled or after_system"),
-        (a["estimator"] == "grpo" or cfg["model"]["critic"], "algo.estimator=gae needs model.critic=true"),
-        (r["engine"] in ("auto", "hf", "fast"), "rollout.engine must be auto, hf or fast"),
-        (cfg["train"]["device"] in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
-        (a["estimator"] != "grpo" or r["group_size"] >= 2, "GRPO needs rollout.group_size >= 2"),
-        (a["micro_batch_size"] <= a["mini_batch_size"], "need algo.micro_batch_size <= algo.mini_batch_size"),
-        (r["min_new_tokens"] <= r["max_new_tokens"], "need rollout.min_new_tokens <= rollout.max_new_tokens"),
-        (r["max_new_tokens"] < r["max_context"], "rollout.max_new_tokens must be below rollout.max_context"),
-        (a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
-        (cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
-        (r["mi_groups"] == 0 or r["mi_groups"] >= 2,
+        (["algo.estimator", "model.critic"], a["estimator"] == "grpo" or cfg["model"]["critic"],
+         "algo.estimator=gae needs model.critic=true"),
+        (["rollout.engine"], r["engine"] in ("auto", "hf", "fast"), "rollout.engine must be auto, hf or fast"),
+        (["train.device"], cfg["train"]["device"] in ("auto", "cpu", "cuda"),
+         "train.device must be auto, cpu or cuda"),
+        (["algo.estimator", "rollout.group_size"], a["estimator"] != "grpo" or r["group_size"] >= 2,
+         "GRPO needs rollout.group_size >= 2"),
+        (["algo.micro_batch_size", "algo.mini_batch_size"], a["micro_batch_size"] <= a["mini_batch_size"],
+         "need algo.micro_batch_size <= algo.mini_batch_size"),
+        (["rollout.min_new_tokens", "rollout.max_new_tokens"], r["min_new_tokens"] <= r["max_new_tokens"],
+         "need rollout.min_new_tokens <= rollout.max_new_tokens"),
+        (["rollout.max_new_tokens", "rollout.max_context"], r["max_new_tokens"] < r["max_context"],
+         "rollout.max_new_tokens must be below rollout.max_context"),
+        (["algo.dual_clip"], a["dual_clip"] == 0 or a["dual_clip"] > 1, "algo.dual_clip must be 0 (off) or > 1"),
+        (["warmup.thoughts"], cfg["warmup"]["thoughts"] in ("none", "own"), "warmup.thoughts must be none or own"),
+        (["rollout.mi_groups"], r["mi_groups"] == 0 or r["mi_groups"] >= 2,
          "rollout.mi_groups must be 0 (off) or >= 2 (prompts to compare)"),
-        (cfg["warmup"]["thought_loss"] or not cfg["warmup"]["env_text"],
+        (["warmup.thought_loss", "warmup.env_text"], cfg["warmup"]["thought_loss"] or not cfg["warmup"]["env_text"],
          "warmup.env_text=true trains on every token after the first answer, thoughts included: it needs "
          "warmup.thought_loss=true"),
         # training seeds are drawn from [0, seed_offset), evaluation seeds are seed_offset + i
-        (e["seed_offset"] + e["num_seeds"] <= 2**32,
+        (["eval.seed_offset", "eval.num_seeds"], e["seed_offset"] + e["num_seeds"] <= 2**32,
          "eval.seed_offset must be >= 1 (training seeds are drawn below it) and eval.seed_offset + "
          "eval.num_seeds at most 2**32; the default 1000000 keeps evaluation puzzles apart from training "
          "ones"),
     ]
-    errors += [message for ok, message in rules if not ok]
-    collect(errors, check_run_dir, cfg["run_dir"])
+    errors += [message for keys, ok, message in rules if not ok and not mistyped & set(keys)]
+    if "run_dir" not in mistyped:
+        collect(errors, check_run_dir, cfg["run_dir"])
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
         errors.append("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
     if cfg["env"]["name"] in ENVS and not any(key.startswith("env.") for key in unsound):
@@ -312,6 +353,14 @@ def check_env(cfg):
     except Exception as error:  # whatever the env raises, the user's fix is the same: other kwargs
         raise ConfigError(f"env.kwargs={kwargs}: {cfg['env']['name']} cannot be played with these values "
                           f"({type(error).__name__}: {error}); change or remove them") from None
+    if cfg["env"]["name"] == "bandit":  # success is pulling the risky arm: it must be the better one
+        risky, safe = env.high_prob * env.high_payout, env.low_payout
+        if not risky > safe:
+            raise ConfigError(
+                f"env.kwargs={kwargs}: the risky arm {env.high_name} is expected to pay high_prob x high_payout "
+                f"= {env.high_prob:g} x {env.high_payout:g} = {risky:g} per pull, the safe arm {env.low_name} "
+                f"{safe:g}: an episode succeeds when the risky arm is pulled (README, What success means), so "
+                "it must pay more on average. Raise high_payout or high_prob, or lower low_payout")
 
 
 def check_run_dir(path):

@@ -12,17 +12,15 @@ only such a folder, not done, is removed (to start its run again). A run folder 
 runs, a run of your own) makes the run mode refuse, so results/runs/findings is only read (--draw). The
 figure goes to plots/findingN.png, the table to results/findings/findingN.md (and the screen); --draw with
 none of the finding's runs there is refused and writes nothing. Findings 1, 4 and 5 share the Sokoban runs;
-Finding 3 reads them; Finding 2 reads the thoughts each run's samples.md holds at every evaluation (the same
+Finding 3 reads them; Finding 2 reads the thoughts of each run's evaluation records (samples.jsonl: the same
 evaluation seeds each time), kept as thoughts.json by --keep:
 
     # config, compacted metrics and thoughts into results/runs/findings
     python findings.py --keep runs/findings/*
 """
 import argparse
-import ast
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -30,6 +28,7 @@ import sys
 import time
 
 import plots
+import viewer
 from tools.compact_metrics import compact_file
 
 SOKOBAN, BANDIT, FROZENLAKE = ("configs/smollm2.yaml", "configs/smollm2-bandit.yaml",
@@ -198,25 +197,23 @@ def draw_finding5(runs):
 
 
 def thoughts_of(run_dir):
-    """{evaluation title: {seed: [think of each turn]}}: RUN_DIR/thoughts.json (kept runs), else read from
-    RUN_DIR/samples.md."""
+    """{evaluation title: {seed (as a string): [the thought of each turn]}}: RUN_DIR/thoughts.json (kept
+    runs), else the records of RUN_DIR/samples.jsonl (their title, seed and each turn's think; a damaged line
+    is left out and said). SystemExit when the run has neither."""
     kept = os.path.join(run_dir, "thoughts.json")
     if os.path.exists(kept):
         with open(kept) as f:
             return json.load(f)
-    out, title, seed = {}, None, None
-    with open(os.path.join(run_dir, "samples.md")) as f:
-        for line in f:
-            if line.startswith("# "):
-                title = line[2:].strip()
-                out[title] = {}
-            elif line.startswith("## seed "):
-                seed = line.split()[2].rstrip(":")
-                out[title][seed] = []
-            elif line.startswith("- turn ") and title:
-                match = re.match(r"- turn \d+: think (.*) -> actions ", line)
-                # bookkeeping's repr()
-                out[title][seed].append(ast.literal_eval(match.group(1)) if match else "")
+    path = os.path.join(run_dir, "samples.jsonl")
+    if not os.path.isfile(path):
+        raise SystemExit(f"error: {run_dir} has no samples.jsonl (nor thoughts.json): no thoughts to read. A "
+                         "run of an older ragen-mini wrote samples.md, which is no longer read")
+    records, skipped = viewer.read_samples(path)
+    for note in skipped:
+        print(f"skipped: {note}", file=sys.stderr)
+    out = {}
+    for record in records:
+        out.setdefault(record["title"], {})[str(record["seed"])] = [turn["think"] for turn in record["turns"]]
     return out
 
 
@@ -390,15 +387,18 @@ def run_all(names, runs, parallel, extra=()):
 
 
 def keep(run_dirs, into="results/runs/findings"):
-    """A run's config.yaml, compacted metrics.jsonl and thoughts.json (from samples.md) into INTO/NAME."""
+    """A run's config.yaml, compacted metrics.jsonl and thoughts.json (thoughts_of: from the records of
+    samples.jsonl) into INTO/NAME. The thoughts are read first: a run without them leaves nothing half
+    kept."""
     for run_dir in run_dirs:
+        thoughts = thoughts_of(run_dir)
         target = os.path.join(into, os.path.basename(os.path.normpath(run_dir)))
         os.makedirs(target, exist_ok=True)
         shutil.copy(os.path.join(run_dir, "config.yaml"), target)
         shutil.copy(os.path.join(run_dir, "metrics.jsonl"), target)
         compact_file(os.path.join(target, "metrics.jsonl"))
-        with open(os.path.join(target, "thoughts.json"), "w") as f:
-            json.dump(thoughts_of(run_dir), f, indent=0)
+        with open(os.path.join(target, "thoughts.json"), "w") as f:  # ensure_ascii: any thought is ASCII
+            json.dump(thoughts, f, indent=0, ensure_ascii=True)
         print(f"kept {run_dir} in {target}")
 
 

@@ -134,12 +134,24 @@ def main(argv):
                          "(the run_dir of a training)")
     if len(runs) == 1 and "--out" not in argv:
         out = os.path.join(runs[0], "plots.png")
-    plot_runs(runs, out)
+    folder = os.path.dirname(out) or "."
+    if not os.path.isdir(folder):
+        why = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise SystemExit(f"error: --out {out}: {folder} {why}; make that folder first, or give a file in a folder "
+                         "that exists")
+    if os.path.isdir(out):
+        raise SystemExit(f"error: --out {out} is a folder; give a file name, e.g. {os.path.join(out, 'plots.png')}")
+    try:
+        plot_runs(runs, out)
+    except OSError as error:  # a folder it may not write, a full disk
+        raise SystemExit(f"error: cannot write {out}: {error.strerror or error}") from None
+    except ValueError as error:  # matplotlib: "Format 'txt' is not supported (supported formats: ...)"
+        raise SystemExit(f"error: --out {out}: {error}") from None
     print(f"wrote {out}")
     if len(runs) == 1 and "--out" not in argv:
         try:
             print(f"wrote {viewer.write_viewer(runs[0])}")
-        except viewer.ViewerError as error:  # a compacted run keeps no samples.md: the plots alone
+        except viewer.ViewerError as error:  # a compacted run keeps no samples.jsonl: the plots alone
             print(f"no viewer: {error}")
 
 

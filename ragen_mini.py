@@ -645,7 +645,7 @@ def restore(run, state):
 
 
 def settle_evaluation_at_checkpoint(run):
-    """On resume: the checkpoint's metrics row (and samples.md) gets the evaluation that a run never stopped
+    """On resume: the checkpoint's metrics row (and samples.jsonl) gets the evaluation that a run never stopped
     would have there, so that resuming equals not stopping, evaluations included: one on the eval.every grid,
     or at the last of train.iterations. A Ctrl-C stops without evaluating: an evaluation owed is made now,
     from the checkpoint's weights and random state, the very ones it would have seen. A run's last iteration
@@ -735,13 +735,13 @@ def evaluate_saved_actor(run_dir, overrides):
     """--eval RUN_DIR: the run's saved actor (RUN_DIR/checkpoint/actor) on the evaluation seeds, with the
     run's config and the overrides (eval.k=4 adds pass@4). Prints the metrics and appends them, with the
     checkpoint's iteration and the settings, to RUN_DIR/eval.jsonl; the samples go to
-    RUN_DIR/eval_samples.md."""
+    RUN_DIR/eval_samples.jsonl (and .md)."""
     check_resumable(run_dir, flag="--eval")
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
     tqdm.write(f"loading the actor saved in {os.path.join(run_dir, 'checkpoint', 'actor')}")
     _, _, sampler = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
-    iteration = load_state(run_dir)["iteration"]
+    iteration = load_state(run_dir, "--eval")["iteration"]
     metrics = evaluate(sampler, cfg, f"Evaluation of the checkpoint at iteration {iteration}",
                        os.path.join(run_dir, "eval_samples.md"))
     line = {"iteration": iteration, "eval.k": cfg.eval.k, "eval.num_seeds": cfg.eval.num_seeds,
@@ -786,11 +786,14 @@ def main(argv=None):
         overrides += [f"rollout.max_new_tokens={args.bench_tokens}",
                       f"rollout.min_new_tokens={args.bench_tokens}",
                       "eval.every=0", "checkpoint.every=0", f"train.iterations={args.bench}"]
+    args.resume = args.resume and os.path.expanduser(args.resume)  # a quoted "~/runs/a": the shell left the ~
+    args.eval = args.eval and os.path.expanduser(args.eval)
     try:
         if args.eval:
             check_resumable(args.eval, flag="--eval")
             use_cpu_threads(load_run_config(args.eval, overrides))
-            return evaluate_saved_actor(args.eval, overrides)
+            with CtrlC() as ctrl_c:  # nothing to save: a signal stops it at once (Stopped, below)
+                return evaluate_saved_actor(args.eval, overrides)
         if args.resume:
             check_resumable(args.resume)
         cfg = load_run_config(args.resume, overrides) if args.resume else load_config(args.config, overrides)
@@ -803,6 +806,10 @@ def main(argv=None):
             raise SystemExit(128 + ctrl_c.signum)
         return run_dir
     except Stopped as stop:
+        if args.eval:
+            print(f"{ctrl_c.name}: the evaluation of {args.eval} stopped before its end; its result is not in "
+                  f"{os.path.join(args.eval, 'eval.jsonl')}")
+            raise SystemExit(128 + ctrl_c.signum) from None
         where = (f"{args.resume} keeps its checkpoint as it was" if args.resume else
                  "the run's folder was removed; start it again to train")
         print(f"{stop}: {where}")

@@ -16,16 +16,19 @@ tokenizer. ragen_mini.py calls play_episodes() (training, evaluation, format war
 works on the Trajectory records it returns (token ids, which were sampled, rewards, per-turn records).
 """
 import copy
+import os
 import random
 import re
 import time
 from dataclasses import dataclass, field
 
+import jinja2
 import numpy as np
 import torch
 
 from config import ConfigError, new_env
-from envs import cleaned_pair, copy_env, make_env, parse_answer, random_turn_actions, without_special_strings
+from envs import (_first_pair, cleaned_pair, copy_env, make_env, parse_answer, random_turn_actions,
+                  without_special_strings)
 
 # ======================================================================================================
 # The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
@@ -99,6 +102,37 @@ class ChatFormat:
     system_length: int
 
 
+def template_source(tokenizer):
+    """Where the tokenizer's chat template came from, for messages: a model folder's chat_template.jinja or
+    tokenizer_config.json (a checkpoint's actor/ folder on --resume and --eval), else the model's name."""
+    name = getattr(tokenizer, "name_or_path", "") or ""
+    if not os.path.isdir(name):
+        return f"the model {name}" if name else "the model's tokenizer"
+    files = [os.path.join(name, file) for file in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+             if os.path.isfile(os.path.join(name, file))]
+    return " / ".join(files[:1] or [name])  # transformers takes the first of them that exists
+
+
+def render_chat(tokenizer, messages, **kwargs):
+    """tokenizer.apply_chat_template(messages, tokenize=False), or a message that names the model and its
+    template file: a base model has no template; a template from someone's checkpoint may be broken or try
+    to reach Python's internals (jinja2's sandbox refuses that: nothing runs)."""
+    if tokenizer.chat_template is None:
+        raise ConfigError(f"{template_source(tokenizer)} has no chat template (a base model has none; instruct "
+                          "and chat models do): ragen-mini plays every episode as a conversation in the model's "
+                          "own template. Use an instruct model, e.g. model.name=Qwen/Qwen2.5-0.5B-Instruct (a run's "
+                          "checkpoint keeps its model's template in actor/chat_template.jinja: put it back)")
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+    except jinja2.TemplateError as error:  # SecurityError, TemplateSyntaxError, raise_exception(...) alike
+        why = (" (it tries to reach Python's internals; the sandbox refused, nothing ran)"
+               if isinstance(error, jinja2.exceptions.SecurityError) else "")
+        raise ConfigError(f"the chat template in {template_source(tokenizer)} cannot be rendered"
+                          f"{why}: {type(error).__name__}: {(str(error).splitlines() or [''])[0].rstrip('.')}. "
+                          "Put back the model's own template (a checkpoint's is that of the model its run "
+                          "started from), or use another model") from None
+
+
 def chat_format(tokenizer, generation_config=None):
     """Read the turn pieces off a two-turn conversation rendered by the template itself.
 
@@ -106,10 +140,13 @@ def chat_format(tokenizer, generation_config=None):
     "<|im_end|>\\n<|im_start|>assistant\\n", end of turn <|im_end|>. Llama 3: close_assistant
     "<|eot_id|><|start_header_id|>user<|end_header_id|>\\n\\n", end of turn <|eot_id|>.
     """
-    text = tokenizer.apply_chat_template(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "@U@"},
-         {"role": "assistant", "content": "@A@"}, {"role": "user", "content": "@B@"}],
-        add_generation_prompt=True, tokenize=False)
+    text = render_chat(tokenizer, [{"role": "system", "content": "S"}, {"role": "user", "content": "@U@"},
+                                   {"role": "assistant", "content": "@A@"}, {"role": "user", "content": "@B@"}],
+                       add_generation_prompt=True)
+    if not 0 <= text.find("@U@") < text.find("@A@") < text.find("@B@"):
+        raise ConfigError(f"the chat template in {template_source(tokenizer)} does not write the messages out "
+                          f"in their order (a system, user, assistant, user conversation came out as "
+                          f"{text[:200]!r}): ragen-mini needs a chat template that does")
     close_assistant, open_assistant = (text[text.index("@A@") + 3:text.index("@B@")],
                                        text[text.index("@B@") + 3:])
     first = tokenizer(close_assistant, add_special_tokens=False)["input_ids"][:1]
@@ -119,7 +156,7 @@ def chat_format(tokenizer, generation_config=None):
                           "ragen-mini needs an end-of-turn token to stop on")
     eos = getattr(generation_config, "eos_token_id", None)
     eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
-    system = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}], tokenize=False)
+    system = render_chat(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT}])
     return ChatFormat(tokenizer=tokenizer, end_of_turn_id=first[0],
                       stop_ids=tuple(dict.fromkeys([first[0], *eos])),
                       close_assistant=close_assistant, open_assistant=open_assistant,
@@ -132,12 +169,19 @@ def chat_format(tokenizer, generation_config=None):
 # ======================================================================================================
 @dataclass
 class Turn:
-    """One answer of the model and what the env made of it."""
+    """One answer of the model and what the env made of it (the evaluation samples record all of it:
+    bookkeeping.episode_record)."""
     think: str            # the text between <think> and </think> ("" without one)
     actions: list         # the actions the env executed (none for a malformed answer)
     format_ok: bool       # the answer kept the format; if not, the turn's reward holds env.format_penalty
     reward: float         # the env's rewards for those actions + the format penalty
     think_tokens: int = 0  # tokens of `think`
+    state: str = ""       # the env's rendering the model saw in this turn's user message
+    actions_left: int = 0  # the trajectory's action budget that message stated
+    reply: str = ""       # the sampled tokens decoded, whole (special tokens left out; the forced "<think>"
+    #                       that starts every answer is the prompt's, not in it)
+    answer: str = ""      # the text between <answer> and </answer> that parse_answer read ("" without one)
+    format_problem: str = ""  # why the format broke, in words (explain_answer); "" when format_ok
 
 
 @dataclass
@@ -217,6 +261,11 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             if cfg.rollout.delete_special_strings:  # the paper's code's parser (docs/paper.md §9.6)
                 text = without_special_strings(text, cfg.rollout.think)
             parsed = parse_answer(text, env.actions, per_turn, require_think=cfg.rollout.think)
+            # for people reading the samples: what the model saw, and why an answer did not parse
+            shown, budget = env.render(), actions_left[i]
+            cut = not response or response[-1] not in chat.stop_ids  # no stop token: max_new_tokens hit
+            answer_text, problem = explain_answer(text, parsed, env.actions, cfg.rollout.think,
+                                                  cut and cfg.rollout.max_new_tokens)
             env_reward, executed, ended = 0.0, [], False
             for action in parsed.actions[:actions_left[i]]:  # past the trajectory budget: dropped
                 _, reward, terminated, truncated, info = env.step(action)
@@ -237,7 +286,8 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             closing = append_reply(t.ids, t.sampled, response, chat)
             thinks.append(parsed.think)
             t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok,
-                                reward=turn_reward))
+                                reward=turn_reward, state=shown, actions_left=budget, reply=answer,
+                                answer=answer_text, format_problem=problem))
             done[i] = ended or turn == cfg.env.max_turns
             if done[i]:
                 continue
@@ -256,6 +306,47 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.ids += segment
             t.sampled += [0] * len(segment)
     return trajectories
+
+
+def explain_answer(text, parsed, valid_actions, require_think, cut_at):
+    """parse_answer's reading of a reply (`parsed`), for people -> (answer, problem): the text between the
+    <answer> tags of the pair it read ("" without one), and why the format broke, in words ("" when it
+    held). `cut_at` is rollout.max_new_tokens when the reply reached it without a stop token, else False.
+    The words name tags and counts, never the model's own text, which a reader sees beside them.
+
+        "<think>go</think><answer>Jump</answer>" -> ("Jump", "unknown action (the actions are Up, ...)")
+        "<think>the box is left. the box is left." (cut at 100 tokens)
+            -> ("", "no </think> closes the thought; cut at the token limit: 100 tokens, no stop token")
+    """
+    pair = _first_pair(text, require_think)  # the pair parse_answer read
+    if parsed.format_ok:
+        return pair[1], ""
+    if pair is None:
+        problem = missing_tag(text, require_think)
+    else:  # the answer was read, and some piece of it is no action (parse_answer says which it kept)
+        problem = ("an empty answer" if not pair[1].replace("|", "").strip() else
+                   f"unknown action (the actions are {', '.join(valid_actions)})")
+    if cut_at:
+        problem += f"; cut at the token limit: {cut_at} tokens, no stop token"
+    return ("" if pair is None else pair[1]), problem
+
+
+def missing_tag(text, require_think):
+    """Which tag envs._first_pair looked for in vain, in its order -> words."""
+    if not require_think:
+        return "no <answer>" if "<answer>" not in text else "no </answer> closes the answer"
+    start = text.find("<think>")
+    if start < 0:
+        return "no <think>"
+    close = text.find("</think>", start + len("<think>"))
+    if close < 0:
+        return "no </think> closes the thought"
+    if _THINK_THEN_ANSWER.search(text, close) is None:  # linear: one try per "<" of the text
+        return "no <answer> right after </think>"
+    return "no </answer> closes the answer"
+
+
+_THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")
 
 
 def append_reply(ids, sampled, response, chat):

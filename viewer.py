@@ -14,35 +14,42 @@ inside the page. It holds:
   training (the Echo Trap shows as one thought written for every state);
 - per episode, turn by turn: the state the model saw (Sokoban: walls, floor, targets, boxes, boxes on
   targets, the player, the player on a target; FrozenLake: ice, holes, the goal, the player; Bandit: the two
-  arms in the order shown, the risky one marked, the pulled one lit), the thought, the actions, whether the
-  answer kept the format, and the turn's reward; then a small picture after each action with its reward.
+  arms in the order shown, the risky one marked, the pulled one lit); the model's reply as it wrote it
+  (escaped, a long one folded after its first FOLD_AT characters); beside it what the parser read, the
+  thought and the actions, or why the format broke (no closing tag, cut at the token limit, an unknown
+  action); the turn's reward; then a small picture after each action with its reward.
 
-Where the data comes from. The trainer appends to RUN_DIR/samples.md at every evaluation
-(bookkeeping.evaluate): a `# Evaluation at iteration N` header, per sampled episode `## seed S: reward R,
-success B`, one line per turn `- turn k: think '...' -> actions [...] (format ok: ...), reward r`, then
-the decoded conversation in a code block. `--eval` writes RUN_DIR/eval_samples.md in the same format;
-both are read, samples.md first.
+Where the data comes from. At every evaluation the trainer appends one record per sampled episode to
+RUN_DIR/samples.jsonl (bookkeeping.episode_record: one JSON object a line, its keys listed there); `--eval`
+appends to RUN_DIR/eval_samples.jsonl. Both are read, samples.jsonl first, with one json.loads per line:
+whatever the model wrote is a string inside a record, so no reply (a line "# Evaluation at iteration 99",
+"## seed 5: reward 10", a code fence, HTML) can change what another episode holds, and the time is linear
+in the files. samples.md is a rendering of the same records for people; nothing reads it back. A folder of
+an older ragen-mini holds only samples.md: the viewer says so and what to do (docs/run-folder.md), rather
+than guess the structure of markdown that model text could forge.
 
-Text or replay? Both, each checking the other. The conversation holds the state the model saw at the start
-of each turn, as the env rendered it: that is the record, and it needs no code of this repository, so it
-stays readable when envs.py changes. But it never holds the state after the last turn (the episode ends
-with no further user message), nor the states between the actions of one turn, so a solved puzzle would
-never be seen solved. The env can fill those in: `reset(seed)` fixes everything random (the puzzle, the
-map, FrozenLake's slips, the Bandit's payout; envs.py), so replaying the recorded actions with
-envs.make_env and the run's config.yaml gives every intermediate state. A replay is only trusted when it
-agrees with the record: every turn's rendered state equals the text, and every turn's reward (the env's
-plus the format penalty) equals the recorded one. Where it does not (an older envs.py generated other
-puzzles, config.yaml is missing, the text was cut), the page shows the text's states and says why the
-states after the actions are missing. Thoughts are the first 200 characters, as samples.md keeps them.
+Text or replay? Both, each checking the other. A record holds the state the model saw at the start of each
+turn, as the env rendered it: that is the record, and it needs no code of this repository, so it stays
+readable when envs.py changes. But it never holds the state after the last turn (the episode ends with no
+further user message), nor the states between the actions of one turn, so a solved puzzle would never be
+seen solved. The env can fill those in: `reset(seed)` fixes everything random (the puzzle, the map,
+FrozenLake's slips, the Bandit's payout; envs.py), so replaying the recorded actions with envs.make_env and
+the run's config.yaml gives every intermediate state. A replay is only trusted when it agrees with the
+record: every turn's rendered state equals the recorded one, and every turn's reward (the env's plus the
+format penalty) equals the recorded one. Where it does not (an older envs.py generated other puzzles,
+config.yaml is missing, a record was edited), the page shows the recorded states and says why the states
+after the actions are missing.
 
-A file cut short (a run stopped mid-write) or edited by hand does not stop the page: what can be read is
-shown, and what was skipped is listed at the top of the page and printed by the command line.
+A damaged line (a run stopped mid-write, a hand edit, a record missing a key) does not stop the page: the
+other records are shown, and what was skipped is listed at the top of the page and printed by the command
+line.
 
-For the trainer: `write_viewer(run_dir)` (re)writes the page after each evaluation and returns its path.
+For the trainer: `write_viewer(run_dir)` (re)writes the page after each evaluation and returns its path;
+`read_samples(path)` reads a records file (bookkeeping's resume and findings.py --keep read them with it).
 """
-import ast
 import contextlib
 import html
+import json
 import os
 import re
 import sys
@@ -57,81 +64,85 @@ class ViewerError(Exception):
 
 
 # ----------------------------------------------------------------------------------------------
-# Reading samples.md
+# Reading the records
 
-EVAL_HEADER = re.compile(r"^# (Evaluation[^\n]*)$", re.M)
-EPISODE_HEADER = re.compile(r"^## seed (-?\d+): reward (\S+), success (True|False)$", re.M)
-# A thought is written as Python's repr of a string: a quoted literal with backslash escapes. Matching the
-# literal exactly (not "anything up to ' -> actions'") keeps a thought that itself says "-> actions" whole.
-TURN_LINE = re.compile(r"^- turn (\d+): think ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") "
-                       r"-> actions (\[[^\]]*\]) \(format ok: (True|False)\), reward (\S+)$")
-# The user message of every turn (rollout.turn_message): the env's rendering between "State:" and "You have".
-TURN_STATE = re.compile(r"^Turn (\d+):\nState:\n(.*?)\nYou have (\d+) actions left", re.S | re.M)
-
-
-def split_sections(text, header):
-    """[(header match, the text up to the next header)]; the text before the first header is dropped."""
-    matches = list(header.finditer(text))
-    ends = [m.start() for m in matches[1:]] + [len(text)]
-    return [(m, text[m.end():end]) for m, end in zip(matches, ends)]
+SAMPLE_FILES = ("samples.jsonl", "eval_samples.jsonl")  # the trainer's, then --eval's
+# The keys of a record and of each of its turns (bookkeeping.episode_record), with their JSON types. A record
+# lacking one, or holding another type, is skipped as a whole; keys added later are ignored.
+NUMBER = (int, float)
+RECORD_KEYS = {"title": str, "iteration": int, "episode": int, "seed": int, "reward": NUMBER, "success": bool,
+               "turns": list}
+TURN_KEYS = {"turn": int, "state": str, "actions_left": int, "reply": str, "think": str, "answer": str,
+             "actions": list, "format_ok": bool, "format_problem": str, "reward": NUMBER}
 
 
-def parse_turn(line):
-    """One `- turn k: ...` line -> a dict, or None when the line is not one (cut, edited)."""
-    m = TURN_LINE.match(line)
-    if not m:
-        return None
-    try:  # literal_eval reads Python literals only: a hand-edited file cannot run code here
-        think, actions = ast.literal_eval(m[2]), ast.literal_eval(m[3])
-        reward = float(m[5])
-    except (ValueError, SyntaxError):
-        return None
-    return dict(number=int(m[1]), think=think, actions=[str(a) for a in actions], format_ok=m[4] == "True",
-                reward=reward, reward_text=m[5])
+def wrong_key(value, keys):
+    """The first key of `keys` that the dict `value` lacks or holds with another type, in words; "" if none.
+    JSON's true and false are Python's bool, a subclass of int: a count or a reward is never a bool."""
+    for key, kind in keys.items():
+        if key not in value:
+            return f"no {key!r}"
+        if not isinstance(value[key], kind) or (isinstance(value[key], bool) and kind is not bool):
+            return f"{key!r} is a {type(value[key]).__name__}"
+    return ""
 
 
-def parse_episode(header, body, where, skipped):
-    """One `## seed` section -> an episode dict: its turns and the states the conversation shows."""
-    episode = dict(seed=int(header[1]), reward_text=header[2], success=header[3] == "True", turns=[],
-                   conversation="", states={})
-    start = body.find("```\n")
-    # the turn lines come before the conversation
-    for line in body[:start if start >= 0 else len(body)].split("\n"):
-        if line.startswith("- turn "):
-            turn = parse_turn(line)
-            if turn is None:
-                skipped.append(f"{where}, seed {episode['seed']}: an unreadable turn line ({line[:60]!r})")
+def turn_problem(turn):
+    """What makes one entry of a record's turns no turn, in words; "" for a turn."""
+    if not isinstance(turn, dict):
+        return "not an object"
+    if wrong_key(turn, TURN_KEYS):
+        return wrong_key(turn, TURN_KEYS)
+    return "" if all(isinstance(action, str) for action in turn["actions"]) else "an action that is no string"
+
+
+def record_problem(record):
+    """What makes a decoded JSON line no sample record, in words; "" for a record."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if wrong_key(record, RECORD_KEYS):
+        return wrong_key(record, RECORD_KEYS)
+    for k, turn in enumerate(record["turns"], 1):
+        if turn_problem(turn):
+            return f"turn {k}: {turn_problem(turn)}"
+    return ""
+
+
+def read_samples(path):
+    """A samples.jsonl (or eval_samples.jsonl) -> (records, skipped): the records in file order, and in words
+    each line left out (its number and why: cut by a crash, edited by hand). Lines are split on b"\n" alone:
+    the writer escapes every other line break inside a string (json.dumps' ensure_ascii)."""
+    name, records, skipped = os.path.basename(path), [], []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:  # errors="replace": a hand-edited file need not be UTF-8
+                record = json.loads(line.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError) as error:  # RecursionError: "[[[[..." nested too deep
+                skipped.append(f"{name} line {number}: not a JSON line ({getattr(error, 'msg', 'too deep')})")
+                continue
+            problem = record_problem(record)
+            if problem:
+                skipped.append(f"{name} line {number}: not a sample record ({problem})")
             else:
-                episode["turns"].append(turn)
-    if start < 0:
-        skipped.append(f"{where}, seed {episode['seed']}: no conversation (the file ends before it)")
-        return episode
-    end = body.rfind("\n```")
-    if end <= start:  # no closing fence: the file was cut inside the conversation
-        end = len(body)
-        skipped.append(f"{where}, seed {episode['seed']}: the conversation is cut short")
-    episode["conversation"] = body[start + 4:end]
-    for m in TURN_STATE.finditer(episode["conversation"]):
-        # The first rendering of a turn is the env's; a later one could only be quoted by the model.
-        episode["states"].setdefault(int(m[1]), dict(text=m[2], actions_left=int(m[3])))
-    return episode
+                records.append(record)
+    return records, skipped
 
 
-def parse_samples(text, source="samples.md"):
-    """The text of a samples.md -> (evaluations, skipped): evaluations is a list of {title, source,
-    episodes}; skipped lists, in words, whatever could not be read."""
-    evaluations, skipped = [], []
-    sections = split_sections(text, EVAL_HEADER)
-    if text.strip() and not sections:
-        skipped.append(f"{source}: no '# Evaluation' header")
-    for header, body in sections:
-        where = f"{source}, {header[1]}"
-        episodes = [parse_episode(h, b, where, skipped) for h, b in split_sections(body, EPISODE_HEADER)]
-        if not episodes:
-            skipped.append(f"{where}: no readable episode")
-            continue
-        evaluations.append(dict(title=header[1], source=source, episodes=episodes))
-    return evaluations, skipped
+def group_evaluations(records, source):
+    """Records in file order -> the evaluations, [{title, iteration, source, episodes}]: a record opens a new
+    evaluation when its title or iteration differs from the record before it, or its episode number does
+    not follow on (two --eval calls of one checkpoint have one title)."""
+    evaluations = []
+    for record in records:
+        last = evaluations[-1] if evaluations else None
+        if (last is None or (last["title"], last["iteration"]) != (record["title"], record["iteration"])
+                or record["episode"] <= last["episodes"][-1]["episode"]):
+            last = dict(title=record["title"], iteration=record["iteration"], source=source, episodes=[])
+            evaluations.append(last)
+        last["episodes"].append(record)
+    return evaluations
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,12 +163,12 @@ def guess_env(evaluations, env_config):
     if env_config and env_config.get("name") in envs.ENVS:
         return env_config["name"]
     for episode in (e for evaluation in evaluations for e in evaluation["episodes"]):
-        for state in episode["states"].values():
-            if "bandit game" in state["text"]:
+        for turn in episode["turns"]:
+            if "bandit game" in turn["state"]:
                 return "bandit"
-            if "#" in state["text"]:  # Sokoban's rooms are walled; FrozenLake has no walls
+            if "#" in turn["state"]:  # Sokoban's rooms are walled; FrozenLake has no walls
                 return "sokoban"
-            if "G" in state["text"]:
+            if "G" in turn["state"]:
                 return "frozenlake"
     return "sokoban"
 
@@ -184,10 +195,9 @@ def replay(env_name, env_config, episode):
         penalty = float(env_config.get("format_penalty", -0.1))
         steps = []
         for turn in episode["turns"]:
-            shown = episode["states"].get(turn["number"])
-            if shown and env_name != "bandit" and not same_grid(shown["text"], env.render()):
-                return None, f"the replayed state of turn {turn['number']} differs from the one the model saw"
-            if shown and env_name == "bandit" and arm_names(shown["text"]) != list(env.actions):
+            if env_name != "bandit" and not same_grid(turn["state"], env.render()):
+                return None, f"the replayed state of turn {turn['turn']} differs from the one the model saw"
+            if env_name == "bandit" and arm_names(turn["state"]) != list(env.actions):
                 return None, "the replayed arms' order differs from the one the model saw"
             turn_steps = []
             for action in turn["actions"]:
@@ -202,10 +212,11 @@ def replay(env_name, env_config, episode):
                     note = " (slipped)"
                 turn_steps.append((action, reward, rendering, note))
             total = sum(s[1] for s in turn_steps) + (0.0 if turn["format_ok"] else penalty)
-            # samples.md writes rewards with 6 significant digits (:g)
-            if abs(total - turn["reward"]) > 1e-5 * max(1.0, abs(total)):
-                return None, (f"the replayed reward of turn {turn['number']} ({total:g}) differs from the "
-                              f"recorded {turn['reward_text']}")
+            # a record holds the reward exactly; the tolerance is for records written by hand (-0.3, not
+            # -0.1 - 0.1 - 0.1 = -0.30000000000000004)
+            if not abs(total - turn["reward"]) <= 1e-5 * max(1.0, abs(total)):
+                return None, (f"the replayed reward of turn {turn['turn']} ({total:g}) differs from the "
+                              f"recorded {turn['reward']:g}")
             steps.append(turn_steps)
     except Exception as error:  # any failure (kwargs of an older envs.py, an unknown action) means: no replay
         return None, f"the replay failed ({type(error).__name__}: {str(error)[:80]})"
@@ -305,51 +316,78 @@ def legend(env_name, risky):
 # ----------------------------------------------------------------------------------------------
 # The page
 
-def turn_html(turn, state, steps, env_name, risky):
-    """One turn: the state the model saw, its thought and answer, the reward, the states after each action."""
-    if env_name == "bandit":
-        names = arm_names(state["text"]) if state else []
-        picture = bandit_svg(names, risky, turn["actions"][0] if turn["actions"] else None,
-                             turn["reward_text"])
-    elif state:
-        picture = grid_svg(state["text"], env_name, 26)
-    else:
-        picture = '<div class="missing">state not in the text</div>'
-    caption = f"turn {turn['number']}"
-    if state and env_name != "bandit":
-        caption += f" &middot; {state['actions_left']} actions left"
-    think = html.escape(turn["think"]) or '<span class="dim">(no thought)</span>'
-    cut = ' <span class="dim">(first 200 characters)</span>' if len(turn["think"]) >= 200 else ""
+# A collapsed model writes one sentence until the token limit: a reply is shown whole up to FOLD_AT
+# characters, longer ones fold after them; no text puts more than SHOW_AT_MOST characters on the page (the
+# record keeps it whole), so a page of many evaluations stays small.
+FOLD_AT = 300
+SHOW_AT_MOST = 20_000
+
+
+def folded(text, kind):
+    """A text of the model as HTML, escaped: whole when short, else a <details> whose summary shows its first
+    FOLD_AT characters and which opens to the whole (up to SHOW_AT_MOST characters). `kind` is its CSS class
+    ("said", "think")."""
+    if len(text) <= FOLD_AT:
+        return f'<div class="{kind}">{html.escape(text)}</div>'
+    more = (f'<span class="dim"> &hellip; {len(text) - SHOW_AT_MOST:,} more characters in the record '
+            "(samples.jsonl)</span>" if len(text) > SHOW_AT_MOST else "")
+    return (f'<details class="{kind} fold"><summary><span class="head">{html.escape(text[:FOLD_AT])}'
+            f'&hellip; <span class="dim">({len(text):,} characters: open for all)</span></span>'
+            f'<span class="dim tail">(fold)</span></summary>{html.escape(text[:SHOW_AT_MOST])}{more}'
+            "</details>")
+
+
+def parsed_html(turn):
+    """What the parser read from the reply: the thought and the executed actions, and, when the format
+    broke, why (the record's format_problem)."""
+    think = (folded(turn["think"], "think") if turn["think"]
+             else '<div class="dim">(no thought)</div>')
     actions = (" &rarr; ".join(html.escape(a) for a in turn["actions"])
-               or '<span class="dim">(no valid action)</span>')
+               or '<span class="dim">(no action executed)</span>')
+    problem = html.escape(turn["format_problem"] or "no reason recorded")
+    verdict = ('<span class="ok">format ok</span>' if turn["format_ok"] else
+               f'<span class="bad">format broken: {problem}</span>')
+    return (f'<div class="parsed"><div class="label">parsed</div>{think}<div class="actions">{actions}</div>'
+            f'<div class="meta">{verdict} &middot; reward {turn["reward"]:g}</div></div>')
+
+
+def turn_html(turn, steps, env_name, risky):
+    """One turn: the state the model saw; its reply as written and, beside it, what the parser read; the
+    states after each action."""
+    if env_name == "bandit":
+        picture = bandit_svg(arm_names(turn["state"]), risky, turn["actions"][0] if turn["actions"] else None,
+                             f"{turn['reward']:g}")
+    else:
+        picture = grid_svg(turn["state"], env_name, 26)
+    caption = f"turn {turn['turn']}"
+    if env_name != "bandit":
+        caption += f" &middot; {turn['actions_left']} actions left"
+    said = folded(turn["reply"], "said") if turn["reply"] else '<div class="said dim">(an empty reply)</div>'
     after = ""
     if steps and env_name != "bandit":
         after = '<div class="steps">' + "".join(
             f'<figure>{grid_svg(rendering, env_name, 14)}<figcaption>{html.escape(action)} {reward:+g}'
             f'{note}</figcaption></figure>' for action, reward, rendering, note in steps) + "</div>"
-    fmt = "format ok" if turn["format_ok"] else '<span class="bad">format broken</span>'
     return (f'<li class="turn"><figure class="state">{picture}<figcaption>{caption}</figcaption></figure>'
-            f'<div class="reply"><div class="think">{think}{cut}</div><div class="actions">{actions}</div>'
-            f'<div class="meta">{fmt} &middot; reward {html.escape(turn["reward_text"])}</div>'
-            f'{after}</div></li>')
+            f'<div class="reply"><div class="texts"><div class="raw"><div class="label">the reply, as sampled'
+            f'</div>{said}</div>{parsed_html(turn)}</div>{after}</div></li>')
 
 
 def episode_html(index, evaluation, episode, env_name, env_config, risky):
     """One episode as a <section>, all its turns; replayed where the replay agrees with the record."""
     steps, why_not = replay(env_name, env_config, episode)
-    turns = [turn_html(turn, episode["states"].get(turn["number"]), steps[k] if steps else None,
-                       env_name, risky)
+    turns = [turn_html(turn, steps[k] if steps else None, env_name, risky)
              for k, turn in enumerate(episode["turns"])]
     if steps and env_name != "bandit":
         note = ("states after each action: replayed from the seed, and checked against the recorded states "
                 "and rewards")
     elif env_name != "bandit":
-        note = f"only the states at the start of each turn (from the text): {why_not}"
+        note = f"only the recorded states at the start of each turn: {why_not}"
     else:
         note = "the payout: " + ("replayed and checked" if steps else why_not)
     finals = [step for turn_steps in steps or [] for step in turn_steps]
     end = ""
-    if finals and env_name != "bandit":  # the state the text never shows: after the last action
+    if finals and env_name != "bandit":  # the state no record holds: after the last action
         end = (f'<figure class="end">{grid_svg(finals[-1][2], env_name, 26)}<figcaption>the end, after '
                f'{len(finals)} action(s)</figcaption></figure>')
     if env_name == "bandit":  # the Bandit's success is the decision, not the payout (envs.Bandit.step)
@@ -359,9 +397,8 @@ def episode_html(index, evaluation, episode, env_name, env_config, risky):
         mark = ('<span class="ok">solved</span>' if episode["success"]
                 else '<span class="bad">not solved</span>')
     return (f'<section class="episode" data-eval="{index}" data-seed="{episode["seed"]}">'
-            f'<h3>seed {episode["seed"]} &middot; reward {html.escape(episode["reward_text"])} '
-            f'&middot; {mark}</h3>'
-            f'<p class="dim">{html.escape(evaluation["title"])} ({evaluation["source"]}); '
+            f'<h3>seed {episode["seed"]} &middot; reward {episode["reward"]:g} &middot; {mark}</h3>'
+            f'<p class="dim">{html.escape(evaluation["title"])} ({html.escape(evaluation["source"])}); '
             f'{html.escape(note)}</p>'
             f'<ol class="turns">{"".join(turns) or "<li>no turn recorded</li>"}</ol>{end}</section>')
 
@@ -378,7 +415,7 @@ def overview_html(evaluations, seeds):
                 e = found[0]
                 cells.append(f'<td><a href="#left={i}&amp;seed={seed}" '
                              f'class="{"ok" if e["success"] else "bad"}" '
-                             f'data-eval="{i}" data-seed="{seed}">{html.escape(e["reward_text"])}'
+                             f'data-eval="{i}" data-seed="{seed}">{e["reward"]:g}'
                              f'{" &#10003;" if e["success"] else ""}</a></td>')
             else:
                 cells.append('<td class="dim">&ndash;</td>')
@@ -400,7 +437,12 @@ h1 { font-size: 18px; margin: 0 0 4px; } h3 { font-size: 15px; margin: 4px 0; }
 .turns { list-style: none; padding: 0; margin: 0; }
 .turn { display: flex; gap: 12px; padding: 6px 0; border-bottom: 1px solid #eee; }
 figure { margin: 0; } figcaption { font-size: 11px; color: #555; text-align: center; }
-.reply { min-width: 0; } .think { font-style: italic; white-space: pre-wrap; overflow-wrap: anywhere; }
+.reply { min-width: 0; flex: 1; } .texts { display: flex; gap: 12px; } .raw { flex: 3; min-width: 0; }
+.parsed { flex: 2; min-width: 0; } .label { font-size: 11px; color: #777; }
+.said, .think { white-space: pre-wrap; overflow-wrap: anywhere; }
+.said { font: 12px/1.35 ui-monospace, monospace; background: #f6f6f4; padding: 3px 5px; }
+.think { font-style: italic; } .fold summary { cursor: pointer; }
+.fold[open] .head, .fold:not([open]) .tail { display: none; }
 .actions { font-weight: 600; margin: 2px 0; } .meta { font-size: 12px; color: #555; }
 .end { display: inline-block; margin: 6px 0; }
 .steps { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 4px; }
@@ -489,34 +531,43 @@ or compare one seed across two evaluations below.</p>
 
 
 def read_run(run_dir):
-    """A run folder -> (evaluations, skipped) from samples.md and eval_samples.md; ViewerError if there is
-    nothing to show."""
+    """A run folder -> (evaluations, skipped) from samples.jsonl and eval_samples.jsonl; ViewerError if there
+    is nothing to show."""
     if not os.path.isdir(run_dir):
         raise ViewerError(f"{run_dir} is not a folder: give a run folder (the run_dir of a training, "
-                          "with samples.md)")
-    files = [name for name in ("samples.md", "eval_samples.md")
-             if os.path.isfile(os.path.join(run_dir, name))]
+                          "with samples.jsonl)")
+    files = [name for name in SAMPLE_FILES if os.path.isfile(os.path.join(run_dir, name))]
     if not files:
-        compacted = os.path.isfile(os.path.join(run_dir, "thoughts.json"))
-        raise ViewerError(f"{run_dir} has no samples.md: " + (
-            "this compacted run kept only thoughts.json (thoughts, no grids or actions); train it again "
-            "to see its episodes" if compacted else
-            "not a run folder, or a run stopped before its first evaluation (eval.every=0 writes none)"))
+        raise ViewerError(no_records(run_dir))
     evaluations, skipped = [], []
     for name in files:
-        # errors="replace": a random-weight model's decoded bytes need not be UTF-8
-        with open(os.path.join(run_dir, name), encoding="utf-8", errors="replace") as f:
-            found, missed = parse_samples(f.read(), name)
-        evaluations += found
+        records, missed = read_samples(os.path.join(run_dir, name))
+        evaluations += group_evaluations(records, name)
         skipped += missed
     if not evaluations:
-        raise ViewerError(f"{', '.join(os.path.join(run_dir, n) for n in files)}: no readable evaluation "
+        raise ViewerError(f"{', '.join(os.path.join(run_dir, n) for n in files)}: no readable record "
                           f"({'; '.join(skipped[:2]) or 'empty'}); let the run reach its first evaluation")
     return evaluations, skipped
 
 
+def no_records(run_dir):
+    """Why a folder without samples.jsonl has nothing to show, and what to do, in one line."""
+    older = [name for name in ("samples.md", "eval_samples.md", "samples.old.md", "eval_samples.old.md")
+             if os.path.isfile(os.path.join(run_dir, name))]
+    if older:
+        return (f"{run_dir} has no samples.jsonl: its {older[0]} was written by an older ragen-mini, and the "
+                "viewer no longer reads markdown (a model's reply could forge its headings). Read "
+                f"{older[0]} itself, or record its checkpoint's episodes anew with "
+                f"python ragen_mini.py --eval {run_dir} (eval_samples.jsonl), then run the viewer again")
+    if os.path.isfile(os.path.join(run_dir, "thoughts.json")):
+        return (f"{run_dir} has no samples.jsonl: this compacted run kept only thoughts.json (thoughts, no "
+                "grids or actions); train it again to see its episodes")
+    return (f"{run_dir} has no samples.jsonl: not a run folder, or a run stopped before its first "
+            "evaluation (eval.every=0 writes none)")
+
+
 def write_viewer(run_dir):
-    """(Re)write RUN_DIR/viewer.html from the run's samples.md and eval_samples.md -> the page's path.
+    """(Re)write RUN_DIR/viewer.html from the run's samples.jsonl and eval_samples.jsonl -> the page's path.
     Raises ViewerError (a one-line message) when the folder has nothing to show."""
     return write_page(run_dir)[0]
 
@@ -530,11 +581,13 @@ def write_page(run_dir):
     path = os.path.join(run_dir, "viewer.html")
     # Written beside and swapped in whole: a browser reloading while the trainer rewrites it never sees half a
     # page. A leftover .tmp goes first, and "x" creates a new file: a planted link is never written through.
+    # backslashreplace: a lone surrogate (invalid Unicode a record may hold) has no UTF-8 form; it is written
+    # as the text \udc80 instead of stopping the page.
     tmp = path + ".tmp"
     with contextlib.suppress(FileNotFoundError):
         os.remove(tmp)
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
+        with open(tmp, "x", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
         os.replace(tmp, path)
     except OSError as error:  # a full disk fails as the file closes, with no file named: name it

@@ -196,8 +196,9 @@ def test_every_problem_of_a_config_is_said_in_one_pass(no_model, tmp_path, capsy
     preset = tmp_path / "mine.yaml"
     preset.write_bytes(b"algo:\n  clip_hihg: 0.3\n  lam: abc\nrollout:\n  groups: 2\n")
     message = exit_message(["--config", str(preset), "algo.ppo_epochs=x"], capsys)
-    assert message.count("\n  - ") == 3 and "3 problems" in message
+    assert message.count("\n  - ") == 4 and "4 problems" in message  # groups: 2 keeps 16 trajectories, not 32
     assert "algo.clip_high" in message and "'algo.lam' must be float" in message and "algo.ppo_epochs" in message
+    assert "algo.mini_batch_size=32 exceeds the 16 trajectories kept" in message
     message = exit_message(["--config", TINY_YAML, "rollout.groups=2", "rollout.group_size=2", "algo.mini_batch_size=32",
                             "algo.micro_batch_size=64", "algo.lam=2", f"run_dir={tmp_path / 'run'}"], capsys)
     assert "3 problems" in message and "micro_batch_size <= algo.mini_batch_size" in message
@@ -516,7 +517,7 @@ def full_disk_for(monkeypatch, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["config.yaml", "samples.md", "metrics.jsonl"])
+@pytest.mark.parametrize("name", ["config.yaml", "samples.jsonl", "samples.md", "metrics.jsonl"])
 def test_a_full_disk_at_the_start_names_the_file_and_leaves_nothing_behind(tmp_path, capsys, monkeypatch, name):
     full_disk_for(monkeypatch, name)
     run_dir = tmp_path / "run"
@@ -526,13 +527,15 @@ def test_a_full_disk_at_the_start_names_the_file_and_leaves_nothing_behind(tmp_p
 
 
 @pytest.mark.slow
-def test_a_full_disk_under_eval_names_the_file_and_leaves_no_empty_one(finished_run, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("name", ["eval_samples.jsonl", "eval_samples.md"])
+def test_a_full_disk_under_eval_names_the_file_and_leaves_no_empty_one(finished_run, tmp_path, capsys, monkeypatch,
+                                                                       name):
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
-    full_disk_for(monkeypatch, "eval_samples.md")
+    full_disk_for(monkeypatch, name)
     message = exit_message(["--eval", str(run_dir)], capsys)
-    assert str(run_dir / "eval_samples.md") in message and "disk is full" in message
-    assert not (run_dir / "eval_samples.md").exists()
+    assert str(run_dir / name) in message and "disk is full" in message
+    assert not (run_dir / name).exists()
 
 
 @pytest.mark.slow
@@ -566,7 +569,8 @@ def test_every_preset_passes_the_config_checks(preset):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["config.yaml", "metrics.jsonl", "samples.md", "checkpoint", "checkpoint.tmp"])
+@pytest.mark.parametrize("name", ["config.yaml", "metrics.jsonl", "samples.jsonl", "samples.md", "checkpoint",
+                                  "checkpoint.tmp"])
 def test_a_run_never_writes_through_a_link(tmp_path, capsys, name):
     """A new run in a folder where a file it writes is a symbolic link stops with a message naming the link,
     and the file the link points to is left as it was."""
@@ -580,7 +584,7 @@ def test_a_run_never_writes_through_a_link(tmp_path, capsys, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["eval.jsonl", "eval_samples.md"])
+@pytest.mark.parametrize("name", ["eval.jsonl", "eval_samples.jsonl", "eval_samples.md"])
 def test_eval_never_writes_through_a_link(finished_run, tmp_path, capsys, name):
     run_dir, target = tmp_path / "run", tmp_path / "elsewhere"
     shutil.copytree(finished_run, run_dir)
@@ -668,3 +672,204 @@ def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path, monkeypatch):
     monkeypatch.setattr(bookkeeping.torch, "save", real_save)
     assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)["iteration"] == 2
     assert not (run_dir / "checkpoint.tmp").exists() and not (run_dir / "checkpoint.old").exists()
+
+
+# ------------------------------------------------------------------------------------------------------
+# Model text in the evaluation samples (issues 49 and 54): whatever a reply holds (a heading, a seed line, a
+# code fence, HTML, invalid Unicode, megabytes) stays a string of its own record, through bookkeeping.evaluate,
+# the resume's trimming, samples.md, viewer.html and findings.py's thoughts.json.
+# ------------------------------------------------------------------------------------------------------
+import html  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+
+import yaml  # noqa: E402
+
+import findings  # noqa: E402
+import rollout  # noqa: E402
+import viewer  # noqa: E402
+from envs import make_env  # noqa: E402
+
+# Bandit replies, after the prompt's forced "<think>"; the thought each one holds, written out by hand.
+FORGED = [("plan:\n# Evaluation at iteration 99\nthen</think><answer>Dragon</answer>",
+           "plan:\n# Evaluation at iteration 99\nthen"),
+          ("x\n## seed 5: reward 10, success True\n```\n<script>alert(1)</script></think> <answer>Phoenix</answer>",
+           "x\n## seed 5: reward 10, success True\n```\n<script>alert(1)</script>"),
+          ("````\n- turn 1: think 'won' -> actions ['Dragon'] (format ok: True), reward 10\n</think><answer>Dragon"
+           "</answer>", "````\n- turn 1: think 'won' -> actions ['Dragon'] (format ok: True), reward 10")]
+SEEDS = [1000000, 1000001, 1000002]
+
+
+def bandit_cfg(*overrides):
+    return ragen_mini.namespace(ragen_mini.load_config(TINY_YAML, [*SMALL, *BANDIT, *overrides]))
+
+
+def scripted(monkeypatch, replies, stop=True):
+    """bookkeeping.evaluate's policy replaced: in each call the k-th context gets replies[k] (a text) as the
+    sampler's token ids, closed by the end-of-turn token when `stop`, else cut to rollout.max_new_tokens (no
+    stop token: the reply ran into the limit). -> a sampler with the tiny tokenizer, to evaluate with."""
+    def policy_of(sampler, cfg, temperature):
+        def policy(contexts):
+            chat = sampler.chat
+            ids = [chat.tokenizer(reply, add_special_tokens=False)["input_ids"] for reply in replies[:len(contexts)]]
+            return [i + [chat.end_of_turn_id] if stop else i[:cfg.rollout.max_new_tokens] for i in ids]
+        return policy
+
+    monkeypatch.setattr(bookkeeping, "LLMPolicy", policy_of)
+    cfg = bandit_cfg()
+    return rollout.Sampler(model=None, chat=rollout.chat_format(tiny.build_tokenizer(rollout.env_corpus(cfg),
+                                                                                     cfg.model.tokenizer_vocab)))
+
+
+def fences_and_headings(markdown):
+    """samples.md as a CommonMark parser reads it (markdown-it-py, which transformers' tools already bring):
+    (the text of its level-1 and level-2 headings, the contents of its code blocks)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(markdown)
+    headings = [(tokens[k].tag, tokens[k + 1].content) for k, t in enumerate(tokens) if t.type == "heading_open"]
+    return headings, [t.content for t in tokens if t.type == "fence"]
+
+
+def test_forged_replies_change_no_other_episode_through_evaluate_and_the_resume(tmp_path, monkeypatch):
+    """Four evaluations of three seeds whose replies forge samples.md's structure; the resume from a checkpoint
+    at iteration 1 drops evaluations 2 and 3 by their records' iteration. What is left: every episode of 0 and
+    1 whole, samples.md as it was before 2 and 3 were written, a page of exactly those 6 episodes, and
+    thoughts.json with each seed's own thought under its own evaluation."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml_of(bandit_cfg()))
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i}) + "\n" for i in range(4)))
+    sampler = scripted(monkeypatch, [reply for reply, _ in FORGED])
+    cfg = bandit_cfg(f"eval.num_seeds={len(SEEDS)}", f"eval.samples={len(SEEDS)}")
+    for iteration in range(4):
+        bookkeeping.evaluate(sampler, cfg, f"Evaluation at iteration {iteration}", str(run_dir / "samples.md"))
+        if iteration == 1:
+            before = (run_dir / "samples.md").read_text(encoding="utf-8")
+    bookkeeping.drop_after_checkpoint(str(run_dir), 1)
+
+    records, skipped = viewer.read_samples(str(run_dir / "samples.jsonl"))
+    assert skipped == []
+    assert [(r["iteration"], r["seed"], r["turns"][0]["reply"], r["turns"][0]["think"]) for r in records] == [
+        (iteration, seed, reply, think) for iteration in (0, 1) for seed, (reply, think) in zip(SEEDS, FORGED)]
+    markdown = (run_dir / "samples.md").read_text(encoding="utf-8")
+    assert markdown == before
+    headings, fences = fences_and_headings(markdown)
+    assert [text for tag, text in headings if tag == "h1"] == ["Evaluation at iteration 0", "Evaluation at iteration 1"]
+    assert [text.split(":")[0] for tag, text in headings if tag == "h2"] == [f"seed {seed}" for seed in SEEDS] * 2
+    for reply, _ in FORGED:
+        assert fences.count(reply + "\n") == 2  # each reply whole, inside its own code block, once per evaluation
+
+    viewer.write_viewer(str(run_dir))
+    page = (run_dir / "viewer.html").read_text(encoding="utf-8")
+    assert re.findall(r'<section class="episode" data-eval="(\d)" data-seed="(\d+)">', page) == [
+        (str(e), str(seed)) for e in (0, 1) for seed in SEEDS]
+    assert page.count("<script") == 1  # the page's own
+    assert page.count(html.escape(FORGED[1][0])) == 2
+
+    findings.keep([str(run_dir)], into=str(tmp_path / "kept"))
+    assert json.loads((tmp_path / "kept" / "run" / "thoughts.json").read_text()) == {
+        f"Evaluation at iteration {i}": {str(seed): [think] for seed, (_, think) in zip(SEEDS, FORGED)} for i in (0, 1)}
+
+
+def yaml_of(cfg):
+    """A namespace config as the YAML a run writes (only its env section matters to the viewer here)."""
+    return yaml.safe_dump({"env": {key: value for key, value in vars(cfg.env).items()
+                                   if not hasattr(value, "__dict__")}})
+
+
+def test_a_collapsed_reply_records_its_text_and_why_it_did_not_parse(tmp_path, monkeypatch):
+    """A reply that repeats one sentence until rollout.max_new_tokens, with no stop token and no answer tag,
+    as a collapsed GRPO run writes every evaluation turn; beside it a reply with an unknown action and one
+    that stopped after </think>. The records hold the reply and the reason; the page shows both."""
+    sentence = "I should pick the arm that pays. "
+    replies = [sentence * 20, "go</think><answer>Griffin</answer>", "go</think> Dragon"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml_of(bandit_cfg()))
+    cut = scripted(monkeypatch, replies[:1], stop=False)
+    cfg = bandit_cfg("rollout.max_new_tokens=64", "eval.num_seeds=1", "eval.samples=1")
+    bookkeeping.evaluate(cut, cfg, "Evaluation at iteration 0", str(run_dir / "samples.md"))
+    stopped = scripted(monkeypatch, replies[1:])
+    cfg = bandit_cfg("rollout.max_new_tokens=64", "eval.num_seeds=2", "eval.samples=2")
+    bookkeeping.evaluate(stopped, cfg, "Evaluation at iteration 1", str(run_dir / "samples.md"))
+    records, _ = viewer.read_samples(str(run_dir / "samples.jsonl"))
+    tokenizer = cut.chat.tokenizer
+    collapsed = tokenizer.decode(tokenizer(replies[0], add_special_tokens=False)["input_ids"][:64])
+    assert collapsed.startswith(sentence * 2) and len(collapsed) < len(replies[0])  # cut by the limit
+    turns = [record["turns"][0] for record in records]
+    assert [t["reply"] for t in turns] == [collapsed, *replies[1:]]
+    assert [(t["think"], t["answer"], t["actions"], t["format_ok"]) for t in turns] == [
+        ("", "", [], False), ("go", "Griffin", [], False), ("", "", [], False)]
+    arms = [make_bandit(seed) for seed in (1000000, 1000000, 1000001)]
+    assert [t["format_problem"] for t in turns] == [
+        "no </think> closes the thought; cut at the token limit: 64 tokens, no stop token",
+        f"unknown action (the actions are {', '.join(arms[1].actions)})",
+        "no <answer> right after </think>"]
+    assert [t["state"] for t in turns] == [env.render() for env in arms]  # the state the model saw
+    page = (run_dir / "viewer.html").read_text(encoding="utf-8")
+    assert html.escape(collapsed) in page and html.escape(turns[0]["format_problem"]) in page
+
+
+def make_bandit(seed):
+    env = make_env("bandit")
+    env.reset(seed)
+    return env
+
+
+def test_megabytes_and_invalid_unicode_pass_the_writing_and_the_trimming(tmp_path):
+    """Records written directly (bookkeeping.write_samples): a 2 MB reply of backticks, headings and HTML and a
+    lone surrogate in iteration 2, trimmed away by a resume from iteration 1; the records of 0 and 1 come back
+    as they were written, in a few seconds."""
+    turn = dict(turn=1, state="#P#", actions_left=10, reply="ok</think><answer>Up</answer>", think="ok",
+                answer="Up", actions=["Up"], format_ok=True, format_problem="", reward=-0.1)
+    huge = ("```` \n# Evaluation at iteration 0\n## seed 1: reward 9, success True\n<script>x</script>\udc80"
+            * 25_000)
+    assert len(huge) > 2_000_000
+
+    def record(iteration, episode, reply):
+        return dict(title=f"Evaluation at iteration {iteration}", iteration=iteration, episode=episode,
+                    seed=1000000 + episode, reward=-0.1, success=False, turns=[{**turn, "reply": reply}])
+
+    written = [record(i, k, reply) for i in range(4) for k, reply in enumerate(["a\udc80b", huge, "plain"])]
+    started = time.perf_counter()
+    for i in range(4):
+        bookkeeping.write_samples(str(tmp_path / "samples.md"), written[3 * i:3 * i + 3])
+    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
+    assert time.perf_counter() - started < 5.0
+    assert viewer.read_samples(str(tmp_path / "samples.jsonl")) == (written[:6], [])
+    markdown = (tmp_path / "samples.md").read_text(encoding="utf-8")
+    assert "\udc80" not in markdown and "a\\udc80b" in markdown  # written as the text \udc80
+    headings, _ = fences_and_headings(markdown)
+    assert [text for tag, text in headings if tag == "h1"] == ["Evaluation at iteration 0", "Evaluation at iteration 1"]
+    assert len(headings) == 2 + 6
+
+
+@pytest.mark.slow
+def test_a_forged_heading_survives_a_real_resume(tmp_path, monkeypatch):
+    """The issue's case through the entry point: a one-iteration run whose evaluations reply with FORGED, then
+    --resume RUN train.iterations=3 with eval.every=2. The resume forgets the evaluation the first call made
+    at its end (iteration 1, off the grid) and makes those of iterations 2 and 3: every evaluation left keeps
+    all its episodes, each reply whole."""
+    scripted(monkeypatch, [reply for reply, _ in FORGED])
+    run_dir = tmp_path / "run"
+    ragen_mini.main(["--config", TINY_YAML, *SMALL, *BANDIT, "eval.num_seeds=3", "eval.samples=3", "eval.every=2",
+                     f"run_dir={run_dir}"])  # train.iterations=1 (SMALL)
+    assert [r["iteration"] for r in viewer.read_samples(str(run_dir / "samples.jsonl"))[0]] == [0] * 3 + [1] * 3
+    ragen_mini.main(["--resume", str(run_dir), "train.iterations=3"])
+    records, skipped = viewer.read_samples(str(run_dir / "samples.jsonl"))
+    assert skipped == [] and [(r["iteration"], r["seed"], r["turns"][0]["reply"]) for r in records] == [
+        (iteration, seed, reply) for iteration in (0, 2, 3) for seed, (reply, _) in zip(SEEDS, FORGED)]
+    headings, _ = fences_and_headings((run_dir / "samples.md").read_text(encoding="utf-8"))
+    assert [text for tag, text in headings if tag == "h1"] == [f"Evaluation at iteration {i}" for i in (0, 2, 3)]
+    assert len(headings) == 3 + 9
+
+
+def test_an_older_runs_markdown_is_kept_aside_not_rewritten(tmp_path, capsys):
+    """A folder of an older ragen-mini has samples.md and no samples.jsonl: the resume's trimming cannot read
+    it (nothing reads markdown), so it keeps it whole as samples.old.md, says so, and writes no records."""
+    old = "\n# Evaluation at iteration 0\n\n## seed 7: reward 1, success True\n- turn 1: think 'a' -> ...\n"
+    (tmp_path / "samples.md").write_text(old)
+    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
+    assert (tmp_path / "samples.old.md").read_text() == old
+    assert not (tmp_path / "samples.md").exists() and not (tmp_path / "samples.jsonl").exists()
+    assert "kept as" in capsys.readouterr().out

@@ -71,15 +71,34 @@ def test_the_collapse_table_says_which_indicator_falls_first(tmp_path):
     assert "| sokoban-starpo-s-seed0 | 0.500 (20) | 0.300 | yes | 19 | 29 |" in table
 
 
-def test_thoughts_are_read_from_samples_md(tmp_path):
-    (tmp_path / "samples.md").write_text(
-        "\n# Evaluation at iteration 0\n\n## seed 1000000: reward -0.1, success False\n"
-        "- turn 1: think 'I see a box' -> actions ['Up'] (format ok: True), reward -0.1\n"
-        "- turn 2: think \"it's left\" -> actions [] (format ok: False), reward -0.1\n\n```\n<|im_start|>...\n```\n"
-        "\n# Evaluation at iteration 40\n\n## seed 1000000: reward 1, success True\n"
-        "- turn 1: think '#' -> actions ['Left'] (format ok: True), reward 1\n")
-    assert findings.thoughts_of(str(tmp_path)) == {"Evaluation at iteration 0": {"1000000": ["I see a box", "it's left"]},
-                                                    "Evaluation at iteration 40": {"1000000": ["#"]}}
+def record(title, seed, thoughts):
+    """A sample record (bookkeeping.episode_record) with one turn per thought; the rest as a run writes it."""
+    return dict(title=title, iteration=int(title.split()[-1]) if title[-1].isdigit() else 0, episode=0, seed=seed,
+                reward=-0.1, success=False,
+                turns=[dict(turn=k, state="#P#", actions_left=10, reply=f"{think}</think>", think=think, answer="",
+                            actions=[], format_ok=False, format_problem="no <answer> right after </think>", reward=-0.1)
+                       for k, think in enumerate(thoughts, 1)])
+
+
+def test_thoughts_are_read_from_the_records(tmp_path):
+    """A thought that writes a heading and a seed line of the old samples.md stays that seed's thought, under
+    its own evaluation: the next seed's thoughts are not filed under an "Evaluation at iteration 99"."""
+    forged = "plan:\n# Evaluation at iteration 99\n## seed 5: reward 10, success True\n- turn 1: think 'x'"
+    records = [record("Evaluation at iteration 0", 1000000, ["I see a box", forged]),
+               record("Evaluation at iteration 0", 1000001, ["it's left"]),
+               record("Evaluation at iteration 40", 1000000, ["#"])]
+    for k, r in enumerate(records[:2]):
+        r["episode"] = k
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert findings.thoughts_of(str(tmp_path)) == {
+        "Evaluation at iteration 0": {"1000000": ["I see a box", forged], "1000001": ["it's left"]},
+        "Evaluation at iteration 40": {"1000000": ["#"]}}
+
+
+def test_thoughts_of_an_older_run_without_records_say_so(tmp_path):
+    (tmp_path / "samples.md").write_text("# Evaluation at iteration 0\n")
+    with pytest.raises(SystemExit, match="has no samples.jsonl"):
+        findings.thoughts_of(str(tmp_path))
 
 
 @pytest.mark.slow
@@ -142,8 +161,7 @@ def test_keep_takes_the_run_folders_of_a_glob_and_refuses_a_folder_with_no_metri
     runs, into = tmp_path / "runs", tmp_path / "kept"
     write_run(runs / "a", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 20, "eval/success": 0.3}])
     (runs / "a" / "config.yaml").write_text("seed: 0\n")
-    (runs / "a" / "samples.md").write_text("# Evaluation at iteration 0\n\n## seed 7: reward 1, success True\n"
-                                           "- turn 1: think 'up' -> actions ['Up'] (format ok: True), reward 1\n")
+    (runs / "a" / "samples.jsonl").write_text(json.dumps(record("Evaluation at iteration 0", 7, ["up"])) + "\n")
     (runs / "a.log").write_text("log\n")
     (runs / "a.done").touch()
     monkeypatch.chdir(tmp_path)  # main() moves to the repository; this puts the working folder back afterwards

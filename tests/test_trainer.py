@@ -946,10 +946,11 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
         assert finite_numbers(line)
         assert ("train/value_loss" in line) == (estimator == "gae")  # a critic only for GAE
         assert ("train/kl_ref" in line) == kl
-    for name in ("plots.png", "samples.md", "config.yaml"):
+    for name in ("plots.png", "samples.jsonl", "samples.md", "viewer.html", "config.yaml"):
         assert (run_dir / name).stat().st_size > 0, name
-    samples = (run_dir / "samples.md").read_text()
-    assert all(f"# Evaluation at iteration {i}" in samples for i in (0, 1, 2))
+    assert evaluation_titles(run_dir) == [f"Evaluation at iteration {i}" for i in (0, 1, 2)]
+    records = sample_records(run_dir)
+    assert [r["seed"] for r in records] == [1000000, 1000001] * 3  # eval.samples=2 of the 4 evaluation seeds
     with open(run_dir / "config.yaml") as f:
         assert yaml.safe_load(f) == make_cfg(f"run_dir={run_dir}", *overrides)
 
@@ -1007,8 +1008,15 @@ def unmeasured(lines):
     return [{key: value for key, value in line.items() if key not in MEASURED} for line in lines]
 
 
+def sample_records(run_dir):
+    """RUN_DIR/samples.jsonl, one record a line (bookkeeping.episode_record)."""
+    return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+
+
 def evaluation_titles(run_dir):
-    return [line for line in (run_dir / "samples.md").read_text().splitlines() if line.startswith("# Evaluation")]
+    """The titles of the evaluations of samples.jsonl, in order: one per run of records with the same title."""
+    titles = [record["title"] for record in sample_records(run_dir)]
+    return [title for k, title in enumerate(titles) if k == 0 or titles[k - 1] != title]
 
 
 @pytest.mark.slow
@@ -1152,7 +1160,7 @@ def test_extending_a_finished_run_equals_not_stopping(tmp_path):
     assert [line["iteration"] for line in lines_a] == [0, 1, 2, 3, 4]
     assert [i for i, line in enumerate(lines_a) if "eval/success" in line] == [0, 3, 4]
     assert unmeasured(lines_b) == unmeasured(lines_a)
-    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"# Evaluation at iteration {i}" for i in (0, 3, 4)]
+    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"Evaluation at iteration {i}" for i in (0, 3, 4)]
 
 
 @pytest.mark.slow
@@ -1183,8 +1191,8 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
     for line_a, line_b in zip(lines_a, lines_b):
         same = {k: v for k, v in line_a.items() if not k.startswith("perf/")}
         assert {k: v for k, v in line_b.items() if not k.startswith("perf/")} == pytest.approx(same, rel=1e-6, abs=1e-9)
-    titles = [line for line in (run_b / "samples.md").read_text().splitlines() if line.startswith("# Evaluation")]
-    assert titles == [f"# Evaluation at iteration {i}" for i in (0, 3, 4)]
+    assert evaluation_titles(run_b) == [f"Evaluation at iteration {i}" for i in (0, 3, 4)]
+    assert sample_records(run_b) == sample_records(run_a)  # each evaluation once, as the run never stopped made it
 
 
 @pytest.mark.slow
@@ -1203,7 +1211,7 @@ def test_runs_chained_by_the_time_limit_equal_one_straight_run(tmp_path):
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
     assert [line["iteration"] for line in lines_a] == [0, 1, 2, 3, 4]
     assert unmeasured(lines_b) == unmeasured(lines_a)
-    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"# Evaluation at iteration {i}" for i in (0, 3, 4)]
+    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"Evaluation at iteration {i}" for i in (0, 3, 4)]
 
 
 def test_plot_legends_name_rollout_and_eval_and_keep_off_the_data(tmp_path):
@@ -1223,14 +1231,26 @@ def test_plot_legends_name_rollout_and_eval_and_keep_off_the_data(tmp_path):
 
 
 def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
-    """A run that crashed after its checkpoint at iteration 1 had written metrics and samples for 2 and 3."""
-    heads = ["Evaluation before the format warm-up"] + [f"Evaluation at iteration {i}" for i in range(4)]
-    (tmp_path / "samples.md").write_text("".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads))
+    """A run that crashed after its checkpoint at iteration 1 had written metrics and samples for 2 and 3, the
+    last record cut in the middle. The records of iterations 0 and 1 stay (the evaluation before the warm-up
+    belongs to iteration 0), and samples.md is rendered again from them: as it was before 2 and 3."""
+    heads = [("Evaluation before the format warm-up", 0)] + [(f"Evaluation at iteration {i}", i) for i in range(4)]
+    turn = dict(turn=1, state="#P#", actions_left=10, reply="up</think><answer>Up</answer>", think="up",
+                answer="Up", actions=["Up"], format_ok=True, format_problem="", reward=1.0)
+    records = [dict(title=title, iteration=i, episode=0, seed=7, reward=1.0, success=True, turns=[turn])
+               for title, i in heads]
+    samples = str(tmp_path / "samples.md")
+    for k, record in enumerate(records):
+        bookkeeping.write_samples(samples, [record])
+        if k == 2:
+            before = (tmp_path / "samples.md").read_text()
+    with open(tmp_path / "samples.jsonl", "rb+") as f:  # the crash cut the last line
+        f.truncate(os.path.getsize(tmp_path / "samples.jsonl") - 40)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "x": i}) + "\n" for i in range(4)))
     ragen_mini.drop_after_checkpoint(str(tmp_path), 1)
     assert read_lines(tmp_path) == [{"iteration": 0, "x": 0}, {"iteration": 1, "x": 1}]
-    kept = (tmp_path / "samples.md").read_text()
-    assert kept == "".join(f"\n# {head}\n\n## seed 7: reward 1\n- turn 1: x\n" for head in heads[:3])
+    assert sample_records(tmp_path) == records[:3]
+    assert (tmp_path / "samples.md").read_text() == before
 
 
 @pytest.mark.slow
@@ -1406,6 +1426,9 @@ def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, ca
     assert line["eval/pass@3"] == pytest.approx(sum(any(t.success for t in played if t.seed == s) for s in seeds) / 6)
     assert json.loads((run_a / "eval.jsonl").read_text().splitlines()[-1]) == line
     assert json.dumps(line) in capsys.readouterr().out and (run_a / "eval_samples.md").exists()
+    evaluated = [json.loads(x) for x in (run_a / "eval_samples.jsonl").read_text().splitlines()]
+    assert [(r["title"], r["seed"]) for r in evaluated[-2:]] == [("Evaluation of the checkpoint at iteration 2", s)
+                                                                 for s in (1000000, 1000001)]  # eval.samples=2
 
 
 @pytest.mark.slow

@@ -1,10 +1,11 @@
 """viewer.py: the trajectory page of a run folder.
 
-The fixtures under tests/fixtures/viewer-*/ are small samples.md files in the trainer's format, written by
-hand (two evaluations, two seeds each) with the env section of a run's config.yaml. The facts the tests check
-were counted by hand from those files, not taken from the viewer's own output:
+The fixtures under tests/fixtures/viewer-*/ are small samples.jsonl files in the trainer's record format
+(bookkeeping.episode_record), written by hand (two evaluations, two seeds each) with the env section of a run's
+config.yaml. The facts the tests check were counted by hand from those files, not taken from the viewer's own
+output:
 
-Sokoban seed 1000000 (tests/fixtures/viewer-sokoban/samples.md, turn 1):
+Sokoban seed 1000000 (tests/fixtures/viewer-sokoban/samples.jsonl, turn 1):
 
     ######      24 walls: 6 + 2 + 2 + 4 + 4 + 6, 36 cells
     #_P__#      player at row 1, column 2
@@ -18,16 +19,23 @@ At iteration 10 it is solved with Right Right Down Left Left | Up Left Down Down
 
 FrozenLake seed 1000000: `O_O_ / ____ / ___G / ___P`: holes at (0, 0) and (0, 2), goal (2, 3), player
 (3, 3). Bandit seed 1000000 shows Dragon then Phoenix, seed 1000001 Phoenix then Dragon.
+
+Sokoban seed 1000000 at iteration 0, turn 1 replied `the box</think> Up Up`: no <answer> after </think>, so the
+format broke and nothing was executed; turn 2 replied `go up</think><answer>Up</answer>`.
 """
+import html
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from xml.etree import ElementTree
 
 import pytest
 
+import bookkeeping
 import viewer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,48 +140,69 @@ def test_navigation_lists_every_evaluation_and_seed(tmp_path):
     assert len(re.findall(r'<section class="episode"', text)) == 4
 
 
-def test_eval_samples_md_joins_the_page(tmp_path):
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def write_lines(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(record) + "\n" for record in records)
+
+
+def test_eval_samples_jsonl_joins_the_page(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
-    with open(os.path.join(run_dir, "samples.md"), encoding="utf-8") as f:
-        last = f.read().split("\n# Evaluation at iteration 10\n")[1]
-    with open(os.path.join(run_dir, "eval_samples.md"), "w", encoding="utf-8") as f:
-        f.write("\n# Evaluation of the checkpoint at iteration 10\n" + last)
+    last = [r for r in read_lines(os.path.join(run_dir, "samples.jsonl")) if r["iteration"] == 10]
+    write_lines(os.path.join(run_dir, "eval_samples.jsonl"),
+                [{**r, "title": "Evaluation of the checkpoint at iteration 10"} for r in last])
     text = page(run_dir)
-    assert "Evaluation of the checkpoint at iteration 10 (eval_samples.md)" in text
+    assert "Evaluation of the checkpoint at iteration 10 (eval_samples.jsonl)" in text
     assert len(re.findall(r'<section class="episode"', text)) == 6
 
 
 def test_a_file_cut_anywhere_still_gives_a_page(tmp_path):
+    """The fixture's lines 1-2 are iteration 0's two episodes, lines 3-4 iteration 10's."""
     run_dir = run_copy(tmp_path, "sokoban")
-    path = os.path.join(run_dir, "samples.md")
-    with open(path, encoding="utf-8") as f:
+    path = os.path.join(run_dir, "samples.jsonl")
+    with open(path, "rb") as f:
         full = f.read()
-    second = full.index("\n# Evaluation at iteration 10")
-    for cut in list(range(second + 40, len(full), 211)) + [full.index("- turn 2", second) + 12]:
-        with open(path, "w", encoding="utf-8") as f:
+    lines = full.split(b"\n")
+    starts = [sum(len(line) + 1 for line in lines[:k]) for k in range(4)]  # where lines 1-4 start
+    inside = [(3, cut) for cut in range(starts[2] + 1, starts[3] - 1, 53)]
+    inside += [(4, cut) for cut in range(starts[3] + 1, starts[3] + len(lines[3]), 53)]
+    for number, cut in inside:
+        with open(path, "wb") as f:
             f.write(full[:cut])
-        text = page(run_dir)
-        # the whole first evaluation
-        assert len(re.findall(r'<section class="episode" data-eval="0"', text)) == 2
-    # cut inside the last turn line of seed 1000000 at iteration 10: that line is skipped and said so
-    assert "skipped: " in text and "an unreadable turn line" in text
-    # cut in the middle of its conversation: the turns are there, the page says the conversation is cut
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(full[:full.index("Turn 2:", second)])
-    text = page(run_dir)
-    assert "the conversation is cut short" in text
-    assert len(grids(section(text, 1, 1000000))) >= 1
+        written, skipped = viewer.write_page(run_dir)
+        with open(written, encoding="utf-8") as f:
+            text = f.read()
+        assert len(re.findall(r'<section class="episode" data-eval="0"', text)) == 2  # iteration 0, whole
+        assert len(skipped) == 1 and skipped[0].startswith(f"samples.jsonl line {number}: not a JSON line")
+        assert "skipped: 1 part(s) could not be read" in text
 
 
-def test_a_replay_that_disagrees_with_the_text_is_not_drawn(tmp_path):
-    """An edited grid (the box one cell left) no longer matches the seed's puzzle: the page draws the text's
+def test_a_record_that_lacks_a_key_is_skipped_and_named(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    path = os.path.join(run_dir, "samples.jsonl")
+    records = read_lines(path)
+    del records[1]["turns"][0]["state"]
+    records[2]["seed"] = "1000000"  # a string: no seed
+    write_lines(path, records)
+    _, skipped = viewer.write_page(run_dir)
+    assert skipped == ["samples.jsonl line 2: not a sample record (turn 1: no 'state')",
+                       "samples.jsonl line 3: not a sample record ('seed' is a str)"]
+
+
+def test_a_replay_that_disagrees_with_the_record_is_not_drawn(tmp_path):
+    """An edited grid (the box one cell left) no longer matches the seed's puzzle: the page draws the record's
     state, says why, and draws no replayed step."""
     run_dir = run_copy(tmp_path, "sokoban")
-    path = os.path.join(run_dir, "samples.md")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text.replace("#_P__#\n#__X_#", "#_P__#\n#_X__#", 1))  # the first turn of seed 1000000
+    path = os.path.join(run_dir, "samples.jsonl")
+    records = read_lines(path)
+    first = records[0]["turns"][0]
+    assert first["state"] == "######\n#_P__#\n#__X_#\n#__###\n#O_###\n######"
+    first["state"] = "######\n#_P__#\n#_X__#\n#__###\n#O_###\n######"
+    write_lines(path, records)
     episode = section(page(run_dir), 0, 1000000)
     assert "the replayed state of turn 1 differs" in episode
     pictures = grids(episode)
@@ -181,7 +210,7 @@ def test_a_replay_that_disagrees_with_the_text_is_not_drawn(tmp_path):
     assert len(pictures) == 3 and where(cells(pictures[0]), "box") == [(2, 2)]
 
 
-def test_without_config_the_text_states_are_shown(tmp_path):
+def test_without_config_the_recorded_states_are_shown(tmp_path):
     run_dir = run_copy(tmp_path, "frozenlake")
     os.remove(os.path.join(run_dir, "config.yaml"))
     text = page(run_dir)
@@ -189,23 +218,112 @@ def test_without_config_the_text_states_are_shown(tmp_path):
     assert where(cells(grids(section(text, 0, 1000000))[0]), "goal") == [(2, 3)]
 
 
-def test_a_turn_line_inside_the_conversation_is_not_a_turn():
-    body = ("\n- turn 1: think 'a' -> actions ['Up'] (format ok: True), reward -0.1\n\n```\nTurn 1:\nState:\n"
-            "#P#\nYou have 10 actions left.\n"
-            "- turn 2: think 'b' -> actions ['Up'] (format ok: True), reward -0.1\n```\n")
-    samples = "\n# Evaluation at iteration 0\n\n## seed 7: reward -0.1, success False\n" + body
-    (evaluation,), skipped = viewer.parse_samples(samples)
-    assert [turn["number"] for turn in evaluation["episodes"][0]["turns"]] == [1] and skipped == []
-    assert evaluation["episodes"][0]["states"][1]["text"] == "#P#"
+def turn_items(episode_html):
+    return re.findall(r'<li class="turn">(.*?)</li>', episode_html, re.S)
 
 
-def test_a_thought_quoting_the_line_format_is_read_whole():
-    line = ("- turn 2: think 'I said \"-> actions [\\'Up\\']\" and it\\'s wrong' -> actions ['Left'] "
-            "(format ok: True), reward -0.1")
-    turn = viewer.parse_turn(line)
-    assert turn["think"] == "I said \"-> actions ['Up']\" and it's wrong"
-    assert turn["actions"] == ["Left"] and turn["number"] == 2 and turn["reward"] == -0.1
-    assert viewer.parse_turn("- turn 2: think 'cut sho") is None
+def test_each_turn_shows_the_reply_as_written_and_beside_it_what_was_parsed(tmp_path):
+    """Sokoban seed 1000000 at iteration 0 (module docstring): turn 1's reply broke the format, turn 2's
+    parsed to Up."""
+    first, second, _ = turn_items(section(page(run_copy(tmp_path, "sokoban")), 0, 1000000))
+    assert '<div class="said">the box&lt;/think&gt; Up Up</div>' in first
+    assert "format broken: no &lt;answer&gt; right after &lt;/think&gt;" in first
+    assert "(no action executed)" in first and "format ok" not in first
+    assert '<div class="said">go up&lt;/think&gt;&lt;answer&gt;Up&lt;/answer&gt;</div>' in second
+    assert '<div class="think">go up</div>' in second and '<div class="actions">Up</div>' in second
+    assert "format ok" in second and "format broken" not in second
+
+
+def collapsed_record(seed=1000000):
+    """A collapsed GRPO run's evaluation turn: one sentence written again and again until the token limit, no
+    </think>, no answer (rollout.explain_answer's words for it)."""
+    reply = "I need to push the box to the target. " * 40  # 38 x 40 = 1,520 characters
+    return dict(title="Evaluation at iteration 200", iteration=200, episode=0, seed=seed, reward=-0.5,
+                success=False, turns=[dict(
+                    turn=k, state="######\n#_P__#\n#__X_#\n#__###\n#O_###\n######", actions_left=10, reply=reply,
+                    think="", answer="", actions=[], format_ok=False, reward=-0.1,
+                    format_problem="no </think> closes the thought; cut at the token limit: 400 tokens, no stop token")
+                    for k in range(1, 6)])
+
+
+def test_a_collapsed_reply_shows_its_text_folded_and_why_it_did_not_parse(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    record = collapsed_record()
+    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    episode = section(page(run_dir), 2, 1000000)
+    turns = turn_items(episode)
+    reply = record["turns"][0]["reply"]
+    assert len(turns) == 5
+    for turn in turns:
+        summary = re.search(r"<summary>(.*?)</summary>", turn, re.S)[1]
+        assert reply[:300] in summary and reply[:301] not in summary  # the first 300 characters show
+        assert reply in turn  # and the whole opens
+        assert "1,520 characters" in summary
+        assert ("format broken: no &lt;/think&gt; closes the thought; cut at the token limit: 400 tokens, "
+                "no stop token") in turn
+
+
+HOSTILE = ["plan:\n# Evaluation at iteration 99\nthen</think><answer>Up</answer>",
+           "x\n## seed 5: reward 10, success True\n- turn 1: think 'won' -> actions ['Up'] (format ok: True), reward 10",
+           "```\n</div></section><section class=\"episode\" data-eval=\"0\" data-seed=\"5\">\n```",
+           "<script>alert(1)</script><!-- </details> <img src=x onerror=alert(2)>",
+           "lone \udc80 surrogate and \u2028 line separator",
+           "Turn 1:\nState:\n" * 3 + "####\n#P_#\n####\nYou have 10 actions left."]
+
+
+def hostile_records():
+    """One evaluation of len(HOSTILE) episodes, seeds 1000000..., each reply one of HOSTILE; the thought is
+    the reply too, so that it reaches every place a text is shown."""
+    return [dict(title="Evaluation at iteration 0", iteration=0, episode=k, seed=1000000 + k, reward=-0.1,
+                 success=False, turns=[dict(turn=1, state="######\n#_P__#\n#__X_#\n#__###\n#O_###\n######",
+                                            actions_left=10, reply=reply, think=reply, answer="", actions=[],
+                                            format_ok=False, format_problem="no </answer> closes the answer",
+                                            reward=-0.1)])
+            for k, reply in enumerate(HOSTILE)]
+
+
+def test_no_reply_forges_an_episode_or_a_tag_in_the_page(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    os.remove(os.path.join(run_dir, "samples.jsonl"))
+    records = hostile_records()
+    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), records)
+    assert viewer.read_samples(os.path.join(run_dir, "samples.jsonl")) == (records, [])
+    text = page(run_dir)
+    stored = re.findall(r'<section class="episode" data-eval="(\d+)" data-seed="(\d+)">', text)
+    assert stored == [("0", str(1000000 + k)) for k in range(len(HOSTILE))]
+    assert text.count("<script") == 1 and "<img" not in text and "<!--" not in text  # the page's own script
+    assert re.findall(r'class="ok"', text) == []  # no episode shows as a success
+    for k, reply in enumerate(HOSTILE):
+        shown = html.escape(reply.encode("utf-8", "backslashreplace").decode("utf-8"))
+        assert text.count(f'<div class="said">{shown}</div>') == 1, k
+
+
+def test_a_lone_surrogate_neither_stops_the_records_nor_the_page(tmp_path):
+    run_dir = run_copy(tmp_path, "sokoban")
+    record = hostile_records()[4]
+    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    with open(os.path.join(run_dir, "samples.jsonl"), "rb") as f:
+        assert f.read().isascii()
+    assert viewer.read_samples(os.path.join(run_dir, "samples.jsonl"))[0][-1] == record  # the surrogate back
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "viewer.py"), run_dir], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not os.path.exists(os.path.join(run_dir, "viewer.html.tmp"))
+    with open(os.path.join(run_dir, "viewer.html"), encoding="utf-8") as f:
+        assert "lone \\udc80 surrogate" in f.read()  # the text \udc80, in place of the invalid character
+
+
+def test_a_300_kb_adversarial_reply_renders_in_well_under_a_few_seconds(tmp_path):
+    """20,000 `Turn 1:\nState:` lines (the old state pattern took 45 s on 16,000) and as many backticks."""
+    run_dir = run_copy(tmp_path, "sokoban")
+    record = collapsed_record()
+    record["turns"][0]["reply"] = "Turn 1:\nState:\n" * 20_000 + "`" * 10_000
+    assert len(record["turns"][0]["reply"]) > 300_000
+    started = time.perf_counter()
+    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    text = page(run_dir)
+    assert time.perf_counter() - started < 2.0
+    assert len(text) < 500_000  # the page shows SHOW_AT_MOST characters of a text, the record keeps it whole
+    assert "more characters in the record" in section(text, 2, 1000000)
 
 
 def test_a_spaced_grid_draws_the_same_cells():
@@ -228,9 +346,12 @@ def test_a_planted_link_is_never_written_through(tmp_path):
 
 @pytest.mark.parametrize("make, says", [
     (lambda p: str(p / "absent"), "is not a folder"),
-    (lambda p: str(p), "has no samples.md: not a run folder"),
+    (lambda p: str(p), "has no samples.jsonl: not a run folder"),
     (lambda p: (p / "thoughts.json").write_text("{}") and str(p), "kept only thoughts.json"),
-    (lambda p: (p / "samples.md").write_text("hello\n") and str(p), "no readable evaluation"),
+    (lambda p: (p / "samples.jsonl").write_text("hello\n") and str(p), "no readable record"),
+    # an older ragen-mini's folder: its markdown is not read, and the message says what to do
+    (lambda p: (p / "samples.md").write_text("# Evaluation at iteration 0\n") and str(p),
+     "its samples.md was written by an older ragen-mini"),
 ])
 def test_a_folder_with_nothing_to_show_gives_one_line(tmp_path, make, says):
     run_dir = make(tmp_path)
@@ -244,7 +365,7 @@ def test_command_line_error_is_one_line(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert (done.stderr.strip().count("\n") == 0
-            and done.stderr.startswith(f"error: {tmp_path} has no samples.md"))
+            and done.stderr.startswith(f"error: {tmp_path} has no samples.jsonl"))
 
 
 @pytest.mark.slow  # matplotlib's import and a figure: seconds
@@ -264,42 +385,8 @@ def test_plots_command_rebuilds_plots_and_viewer_and_labels_every_y_axis(tmp_pat
     assert os.path.getsize(os.path.join(run_dir, "viewer.html")) > 0
 
 
-def screenshot(url, path, size="1000,700"):
-    """Chromium's headless screenshot of a page -> the PNG's path."""
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={path}", f"--window-size={size}", url],
-                   capture_output=True, timeout=60, check=True)
-    return path
-
-
-def count_colour(png, rgb, tolerance=6):
-    """How many pixels of the screenshot have this colour (antialiased edges aside)."""
-    import numpy as np
-    from PIL import Image  # matplotlib's own dependency: no new package
-    pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
-    return int((np.abs(pixels - np.array(rgb)).max(axis=2) <= tolerance).sum())
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
-def test_a_real_browser_draws_the_grids(tmp_path):
-    run_dir = run_copy(tmp_path, "sokoban")
-    viewer.write_viewer(run_dir)
-    url = "file://" + os.path.join(run_dir, "viewer.html")
-    png = screenshot(url + "#left=0&right=1&seed=1000000", str(tmp_path / "shot.png"), "1200,1100")
-    wall, box, done_box, player = ((0x5d, 0x40, 0x37), (0xe0, 0x8a, 0x1e), (0x2e, 0x9e, 0x4f),
-                                   (0x1e, 0x5b, 0xd8))
-    # The two panes' grids at 26 px a cell: 2 x 24 walls of about 25 x 25 px, far more than the legend's one.
-    assert count_colour(png, wall) > 2 * 24 * 400
-    assert count_colour(png, box) > 2 * 300
-    assert count_colour(png, player) > 2 * 200
-    # The solved episode is on the right (iteration 10): its end shows the box on the target, in green. With
-    # iteration 0 on both sides only the legend's small green box is there; the end picture's is larger.
-    before = count_colour(screenshot(url + "#left=0&right=0&seed=1000000", str(tmp_path / "before.png"),
-                                     "1200,1100"),
-                          done_box)
-    # one box of a 26-px cell: about 330 pixels, less its tick
-    assert count_colour(png, done_box) > before + 150
+def test_the_end_of_run_summary_names_the_viewer_and_the_records(tmp_path):
+    folder_line = [line for line in bookkeeping.run_summary(str(tmp_path), 60).splitlines()
+                   if line.startswith("run folder:")]
+    assert len(folder_line) == 1 and all(name in folder_line[0] for name in ("viewer.html", "samples.jsonl",
+                                                                            "samples.md", "metrics.jsonl"))
