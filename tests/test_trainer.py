@@ -1374,7 +1374,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
     monkeypatch.setattr(ragen_mini, "play_episodes", real_rollout)
     ragen_mini.main(["--resume", str(run_b)])  # no iteration left to train; the last one's evaluation is owed
     assert unmeasured(read_lines(run_b)) == unmeasured(lines_a)
-    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"# Evaluation at iteration {i}" for i in (0, 2, 3)]
+    assert evaluation_titles(run_b) == evaluation_titles(run_a) == [f"Evaluation at iteration {i}" for i in (0, 2, 3)]
 
     calls.clear()
     monkeypatch.setattr(ragen_mini, "play_episodes", rollout_pressing_ctrl_c(2))
