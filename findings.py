@@ -274,12 +274,16 @@ def draw_finding3(runs):
             continue
         s = summary_row(rows)
         collapsed = s["end"] < s["best"] - 0.05
-        std_at, ent_at = (falls(series(rows, key))
+        std_at, ent_at = (falls(series(rows, key)) if series(rows, key) else f"no {key} logged"
                           for key in ("rollout/group_reward_std_all", "train/entropy"))
         lines.append(f"| {name} | {s['best']:.3f} ({s['best_at']}) | {s['end']:.3f} | "
                      f"{'yes' if collapsed else 'no'} | {std_at or 'never'} | {ent_at or 'never'} |")
         for ax, key in zip(axes, ["eval/success", "rollout/group_reward_std_all", "train/entropy"]):
-            xs, ys = zip(*series(rows, key))
+            points = series(rows, key)
+            if not points:  # a run logged before the metric existed, or a damaged file: left out, said so
+                print(f"note: {name} has no {key} in its metrics.jsonl: not in that panel")
+                continue
+            xs, ys = zip(*points)
             ax.plot(xs, ys, color=f"C{color % 10}", label=name,
                     marker="o" if key.startswith("eval") else None, markersize=2)
             ax.set(xlabel="iteration", title=key)

@@ -244,6 +244,21 @@ def test_drawing_every_finding_from_kept_runs_writes_only_its_figure_and_table(t
     assert all(len(drawn[f"plots/finding{n}.png"]) > 10_000 for n in findings.FINDINGS)
 
 
+def test_a_run_without_a_metric_is_drawn_without_it_and_said_so(tmp_path, scratch, capsys):
+    """Finding 3 reads the in-group reward std and the entropy: a run whose metrics.jsonl lacks them (logged
+    before they existed, or edited) is left out of those panels with a note, and its table row says so."""
+    copy = tmp_path / "kept"
+    shutil.copytree(KEPT, copy)
+    path = copy / "sokoban-grpo-seed0" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in row.items() if k != "train/entropy"}) + "\n"
+                            for row in rows))
+    table = findings.main(["3", "--draw", "--runs", str(copy)])
+    row = next(line for line in table.splitlines() if line.startswith("| sokoban-grpo-seed0 |"))
+    assert row.endswith("| no train/entropy logged |")
+    assert "note: sokoban-grpo-seed0 has no train/entropy in its metrics.jsonl" in capsys.readouterr().out
+
+
 def test_drawing_from_a_folder_with_no_runs_is_refused_and_writes_nothing(tmp_path, scratch):
     empty = tmp_path / "empty"
     empty.mkdir()
