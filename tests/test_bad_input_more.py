@@ -1,4 +1,4 @@
-"""More bad input (issue 49, criteria 6 and 7), through the real entry points (`ragen_mini.main`, `plots.main`)
+"""More bad input, through the real entry points (`ragen_mini.main`, `plots.main`)
 where it matters: every case ends in a one-paragraph message that names the key or file and what to do, never a
 traceback, and leaves the files it was given as they were (compared byte for byte) and no folder behind.
 

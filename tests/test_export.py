@@ -284,7 +284,7 @@ def _hostile_cases(hostile):
 
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys):
-    """Issue 49: for the hostile string in each place a run folder holds text, the printout, sourced in sh
+    """For the hostile string in each place a run folder holds text, the printout, sourced in sh
     (and bash), creates no file PWNED and exits 0, and the command's words reach `python` as printed; or the
     export refuses with one line naming the key, no traceback. Where the value is in the command, it arrives
     as it was (read back from the Hydra quoting)."""
