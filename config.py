@@ -300,6 +300,8 @@ def check_config(cfg, failed=()):
         (["rollout.engine"], r["engine"] in ("auto", "hf", "fast"), "rollout.engine must be auto, hf or fast"),
         (["train.device"], cfg["train"]["device"] in ("auto", "cpu", "cuda"),
          "train.device must be auto, cpu or cuda"),
+        (["train.log_to"], cfg["train"]["log_to"] in ("none", "tensorboard", "wandb"),
+         "train.log_to must be none, tensorboard or wandb"),
         (["algo.estimator", "rollout.group_size"], a["estimator"] != "grpo" or r["group_size"] >= 2,
          "GRPO needs rollout.group_size >= 2"),
         (["algo.micro_batch_size", "algo.mini_batch_size"], a["micro_batch_size"] <= a["mini_batch_size"],

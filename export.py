@@ -232,6 +232,7 @@ MAPPING = [
      f"trainer.total_training_steps={cfg['train']['iterations']}", "note": "RAGEN has no time limit"},
     {"key": "train.threads", "note": "the CPU threads of this one process"},
     {"key": "train.stall_min", "note": "this process's watchdog"},
+    {"key": "train.log_to", "note": "where this process also logs; RAGEN's is `trainer.logger`"},
     {"key": "eval.every", "paths": ["trainer.test_freq", "trainer.val_before_train"],
      "to": lambda value, cfg: {"trainer.test_freq": value} if value else
      {"trainer.test_freq": 0, "trainer.val_before_train": False},

@@ -42,6 +42,7 @@ from transformers import AutoModelForCausalLM
 
 import export
 import plots
+import run_log
 import starpo
 import tiny
 from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weights, check_no_links,
@@ -113,6 +114,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None, watchdog=None):
         if end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
     progress.close()
+    run_log.close_logger(run.logger)
     release_lock(run.run_dir)
     if engine:
         engine.release_collector()
@@ -471,12 +473,14 @@ class Run:
     started: float = field(default_factory=time.time)
     zero_signal_since: int = None        # the iteration a stretch without learning signal began at
     last_eval: float = None              # the latest eval/success, for the progress bar
+    logger: object = None                # train.log_to's TensorBoard writer or W&B run (run_log); None: none
 
 
 def setup(cfg_dict, resume_dir, beat):
     """The run folder (refused if it holds another run, locked against a second process), then build_run. A
     start that fails (a model that does not load, a first prompt longer than rollout.max_context, a full disk)
     leaves nothing behind."""
+    run_log.check_installed(cfg_dict["train"]["log_to"])  # a missing package: one line, before any model
     run_dir, made = open_run_folder(namespace(cfg_dict), resume_dir)
     try:
         return build_run(cfg_dict, run_dir, resume_dir, beat)
@@ -563,6 +567,8 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
         beat("evaluating at iteration 0")
         write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"))})
+    # last, once metrics.jsonl is settled: the logger starts from its rows (iteration 0, or the checkpoint's)
+    run.logger = run_log.open_logger(cfg_dict, run_dir, resumed_at=run.start - 1 if resume_dir else None)
     return run
 
 
@@ -716,6 +722,7 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
         metrics.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
                                 os.path.join(run.run_dir, "samples.md")))
     write_metrics(run.run_dir, metrics)
+    run_log.log_row(run.logger, metrics)  # train.log_to: the same row, nothing else
     if bench:
         print(json.dumps({k: v for k, v in metrics.items() if k.startswith("perf/") or k == "iteration"}),
               flush=True)
