@@ -1,6 +1,7 @@
 """The bookkeeping around a run, which a reader of the algorithm may skip: the metrics of a rollout, the
 evaluation, checkpoints, the run folder, what a resumed run forgets, the summary a run ends with, what
-Ctrl-C does, and the messages for damaged files and full disks. ragen_mini.train() and main() call these.
+Ctrl-C does, the clock of an iteration's phases, and the messages for damaged files and full disks.
+ragen_mini.train() and launch.py call these.
 """
 import contextlib
 import errno
@@ -430,6 +431,21 @@ def write_file(path, text, mode="w"):
             with contextlib.suppress(OSError):
                 os.remove(path)
         raise OSError(error.errno, error.strerror, path) from None
+
+
+class Clock:
+    """Phase timings; on a GPU it waits for the queued work at phase boundaries only."""
+
+    def __init__(self, device):
+        self.device, self.times = device, [time.perf_counter()]
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+
+    def lap(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.times.append(time.perf_counter())
+        return self.times[-1] - self.times[-2]
 
 
 def write_metrics(run_dir, metrics):

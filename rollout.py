@@ -10,14 +10,13 @@ produced, marked 1 only where the model sampled them (docs/paper.md §7.5-7.7).
                                  group_ids)
 
 This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
-model's template says about turns (ChatFormat), the policies that answer (LLMPolicy: the LLM;
-random_policy: the format warm-up's teacher) and env_corpus, the same texts for training the in-process
-tokenizer. ragen_mini.py calls play_episodes() (training, evaluation, format warm-up) and from then on
-works on the Trajectory records it returns (token ids, which were sampled, rewards, per-turn records).
+model's template says about turns (ChatFormat) and the policies that answer (LLMPolicy: the LLM;
+random_policy: the format warm-up's teacher). ragen_mini.py and launch.py call play_episodes() (training,
+evaluation, format warm-up) and from then on work on the Trajectory records it returns (token ids, which
+were sampled, rewards, per-turn records).
 """
 import copy
 import os
-import random
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,8 +26,7 @@ import numpy as np
 import torch
 
 from config import ConfigError, new_env
-from envs import (_first_pair, cleaned_pair, copy_env, make_env, parse_answer, random_turn_actions,
-                  without_special_strings)
+from envs import _first_pair, cleaned_pair, copy_env, parse_answer, random_turn_actions, without_special_strings
 
 # ======================================================================================================
 # The paper's prompts, word for word (docs/paper.md §2): they are part of the experiment, like a
@@ -423,7 +421,7 @@ def cut_at_stop(row, stop_ids):
 @dataclass
 class Sampler:
     """What plays the episodes: the model that samples (the actor itself on the CPU, a bf16 copy of it on a
-    GPU: models.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
+    GPU: launch.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
     is None, else the fast engine's static decoder (fast/decoder.py, rollout.engine), built once for the
     rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
     model: torch.nn.Module
@@ -620,27 +618,3 @@ def without_thoughts(ids, sampled, tokenizer):
         thought = thought_length(ids[start:end], tokenizer)
         out[start:start + thought] = [0] * thought
     return out
-
-
-def env_corpus(cfg, num_seeds=64):
-    """Every kind of text the in-process tokenizer will see: prompts, observations and answers of all
-    three envs (random play), so that BPE merges them into few tokens."""
-    corpus, rng = [], random.Random(0)
-    for name in ("bandit", "sokoban", "frozenlake"):
-        for seed in range(num_seeds):
-            env = make_env(name)
-            observation, _ = env.reset(seed)
-            corpus.append(SYSTEM_PROMPT + first_user_message(env)
-                          + turn_message(1, observation, env.max_actions, cfg))
-            for turn in range(2, 4):
-                actions, total = random_turn_actions(rng, env.actions, 3), 0.0
-                corpus.append(f"</think><answer>{' || '.join(actions)}</answer>")
-                for action in actions:
-                    observation, reward, terminated, truncated, _ = env.step(action)
-                    total += reward
-                    if terminated or truncated:
-                        break
-                corpus.append(reward_message(total) + turn_message(turn, observation, 5, cfg))
-                if terminated or truncated:
-                    break
-    return corpus

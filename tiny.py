@@ -1,7 +1,7 @@
 """In-process models: what lets ragen-mini run with no download at all.
 
 No machine of this project reaches a model hub, yet everything must run and be tested. So, besides the
-real path (`from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")`, see ragen_mini.load_models), two models can be
+real path (`from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")`, see models.load_models), two models can be
 built here from a transformers config, with random weights:
 
   model.name: tiny                 ~1M parameters, trains on a laptop CPU (the tiny preset, tests).
@@ -10,16 +10,21 @@ built here from a transformers config, with random weights:
                                    speed measurements (ragen_mini.py --bench).
 
 Both use a tokenizer built here too: byte-level BPE (so decode(encode(x)) == x for any NFC text, which
-every env text is) trained in a fraction of a second on the texts the environments produce, plus a ChatML chat
-template like Qwen's (`<|im_start|>role\\n...<|im_end|>\\n`). Trained on that narrow corpus, a vocabulary
-of a few hundred tokens turns action names and instruction words into single tokens, which keeps the
-tiny model's sequences short. Grid rows are the exception: every cell stays its own token (see
+every env text is) trained in a fraction of a second on the texts the environments produce (env_corpus),
+plus a ChatML chat template like Qwen's (`<|im_start|>role\\n...<|im_end|>\\n`). Trained on that narrow
+corpus, a vocabulary of a few hundred tokens turns action names and instruction words into single tokens,
+which keeps the tiny model's sequences short. Grid rows are the exception: every cell stays its own token (see
 GRID_CELL below), because a model that must find "P" in a 4x4 map learns far faster when the player's
 row and column are token positions than when they hide inside merged pieces such as "_PO" or "#P".
 """
+import random
+
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+from envs import make_env, random_turn_actions
+from rollout import SYSTEM_PROMPT, first_user_message, reward_message, turn_message
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # pad, turn start, end of turn (EOS)
 FORMAT_TAGS = ["<think>", "</think>", "<answer>", "</answer>"]  # one token each: the format is 4 tokens
@@ -60,6 +65,30 @@ def build_tokenizer(corpus, vocab_size=2048):
     bpe.add_tokens(FORMAT_TAGS)
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    chat_template=CHATML_TEMPLATE)
+
+
+def env_corpus(cfg, num_seeds=64):
+    """Every kind of text the in-process tokenizer will see: prompts, observations and answers of all
+    three envs (random play), so that BPE merges them into few tokens."""
+    corpus, rng = [], random.Random(0)
+    for name in ("bandit", "sokoban", "frozenlake"):
+        for seed in range(num_seeds):
+            env = make_env(name)
+            observation, _ = env.reset(seed)
+            corpus.append(SYSTEM_PROMPT + first_user_message(env)
+                          + turn_message(1, observation, env.max_actions, cfg))
+            for turn in range(2, 4):
+                actions, total = random_turn_actions(rng, env.actions, 3), 0.0
+                corpus.append(f"</think><answer>{' || '.join(actions)}</answer>")
+                for action in actions:
+                    observation, reward, terminated, truncated, _ = env.step(action)
+                    total += reward
+                    if terminated or truncated:
+                        break
+                corpus.append(reward_message(total) + turn_message(turn, observation, 5, cfg))
+                if terminated or truncated:
+                    break
+    return corpus
 
 
 def model_config(name, vocab_size):

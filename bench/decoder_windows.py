@@ -17,7 +17,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the repository's modules
-import ragen_mini  # noqa: E402
+import launch  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -25,7 +25,7 @@ parser.add_argument("--config", required=True)
 parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 cfg = namespace(load_config(args.config, args.overrides))
-device, actor, sampler = ragen_mini.load_policy(cfg)  # as a run loads them
+device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
 decoder = sampler.decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")

@@ -12,14 +12,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
-import ragen_mini  # noqa: E402
+import launch  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128",
              *sys.argv[1:]]
 cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
-device, actor, sampler = ragen_mini.load_policy(cfg)  # as a run loads them
+device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
 chat, decoder = sampler.chat, sampler.decoder
 prefill_s = 0.0
 if decoder is not None:  # time each prefill, waiting for the GPU before and after it

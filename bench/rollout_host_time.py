@@ -23,7 +23,7 @@ from config import load_config, namespace, new_env  # noqa: E402
 profile = "--profile" in sys.argv
 overrides = [arg for arg in sys.argv[1:] if arg != "--profile"]
 cfg = namespace(load_config(os.path.join(ROOT, "configs", "tiny.yaml"), ["env.name=sokoban", *overrides]))
-tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
+tokenizer = tiny.build_tokenizer(tiny.env_corpus(cfg), cfg.model.tokenizer_vocab)
 chat = rollout.chat_format(tokenizer)
 actions = new_env(cfg).actions
 answers = [tokenizer(f"</think><answer>{' || '.join(a)}</answer>", add_special_tokens=False)["input_ids"]

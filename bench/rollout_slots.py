@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
-import ragen_mini  # noqa: E402
+import launch  # noqa: E402
 import rollout  # noqa: E402
 from config import load_config, namespace  # noqa: E402
 
@@ -27,7 +27,7 @@ parser.add_argument("--config", required=True)
 parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 cfg = namespace(load_config(args.config, args.overrides))
-device, actor, sampler = ragen_mini.load_policy(cfg)  # as a run loads them
+device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
 decoder = sampler.decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")

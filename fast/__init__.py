@@ -1,8 +1,9 @@
 """The fast engine: optional. ragen-mini trains and samples without it (rollout.engine=hf: transformers'
 `generate`, the layers and the log-softmax op by op, starpo.compute_gae); with it (rollout.engine=fast, or
 auto on a GPU for the Llama and Qwen2 models the static decoder runs) each piece below computes the same
-numbers faster. models.py reads the key (resolve_engine, fast_engine) and is the only place outside this
-package that imports it; the trainer then calls the functions of this file.
+numbers faster. models.choose_engine reads the key once, when a run is built, and is the only place outside
+this package that imports it; the run then holds the functions it computes with (models.Engine), and calls
+this file's at its start (the static decoder, the compiled layers) and around its iterations (the collector).
 
     decoder.py  StaticDecoder: the rollout's sampling, for rollout.LLMPolicy's `generate`
     compile.py  compile_backbone: compiled layers, widths in multiples of 8, flash attention, for the

@@ -17,6 +17,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bookkeeping  # noqa: E402
+import config  # noqa: E402
+import launch  # noqa: E402
+import plots  # noqa: E402
 import ragen_mini  # noqa: E402
 import tiny  # noqa: E402
 
@@ -178,7 +181,7 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the config was rejected")
 
-    monkeypatch.setattr(ragen_mini, "load_models", refuse)
+    monkeypatch.setattr(launch, "load_models", refuse)
     monkeypatch.setattr(tiny, "build_tokenizer", refuse)
 
 
@@ -487,7 +490,7 @@ def test_full_disk_while_writing_metrics_says_so(tmp_path, capsys, monkeypatch):
     def no_space(run_dir):
         raise OSError(errno.ENOSPC, "No space left on device", str(Path(run_dir) / "plots.png"))
 
-    monkeypatch.setattr(ragen_mini.plots, "plot_run", no_space)
+    monkeypatch.setattr(plots, "plot_run", no_space)
     run_dir = tmp_path / "run"
     message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
     assert "plots.png" in message and "disk is full" in message
@@ -556,7 +559,7 @@ def test_unwritable_run_folder_says_so(tmp_path, capsys, monkeypatch):
     def denied(path, *args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(ragen_mini.os, "makedirs", denied)
+    monkeypatch.setattr(os, "makedirs", denied)
     message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={tmp_path / 'run'}"], capsys)
     assert str(tmp_path / "run") in message and "Permission denied" in message and "run_dir" in message
 
@@ -564,7 +567,7 @@ def test_unwritable_run_folder_says_so(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("preset", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
 def test_every_preset_passes_the_config_checks(preset):
     """A preset with a misspelt key or an impossible setting would stop its own command: none does."""
-    cfg = ragen_mini.namespace(ragen_mini.load_config(str(ROOT / "configs" / preset), []))
+    cfg = config.namespace(config.load_config(str(ROOT / "configs" / preset), []))
     assert cfg.rollout.groups * cfg.rollout.group_size >= cfg.algo.mini_batch_size
 
 
@@ -701,7 +704,7 @@ SEEDS = [1000000, 1000001, 1000002]
 
 
 def bandit_cfg(*overrides):
-    return ragen_mini.namespace(ragen_mini.load_config(TINY_YAML, [*SMALL, *BANDIT, *overrides]))
+    return config.namespace(config.load_config(TINY_YAML, [*SMALL, *BANDIT, *overrides]))
 
 
 def scripted(monkeypatch, replies, stop=True):
@@ -717,7 +720,7 @@ def scripted(monkeypatch, replies, stop=True):
 
     monkeypatch.setattr(bookkeeping, "LLMPolicy", policy_of)
     cfg = bandit_cfg()
-    return rollout.Sampler(model=None, chat=rollout.chat_format(tiny.build_tokenizer(rollout.env_corpus(cfg),
+    return rollout.Sampler(model=None, chat=rollout.chat_format(tiny.build_tokenizer(tiny.env_corpus(cfg),
                                                                                      cfg.model.tokenizer_vocab)))
 
 

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bookkeeping  # noqa: E402
 import config  # noqa: E402
+import launch  # noqa: E402
 import models  # noqa: E402
 import plots  # noqa: E402
 import ragen_mini  # noqa: E402
@@ -59,7 +60,7 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was refused")
 
-    monkeypatch.setattr(ragen_mini, "load_models", refuse)
+    monkeypatch.setattr(launch, "load_models", refuse)
     monkeypatch.setattr(tiny, "build_tokenizer", refuse)
 
 
@@ -440,7 +441,7 @@ def test_ctrl_c_during_eval_exits_130_with_one_line(tmp_path, capsys, monkeypatc
         time.sleep(5)
         raise AssertionError("Ctrl-C did not stop the evaluation")
 
-    monkeypatch.setattr(ragen_mini, "evaluate", evaluate_until_ctrl_c)
+    monkeypatch.setattr(launch, "evaluate", evaluate_until_ctrl_c)
     with pytest.raises(SystemExit) as stop:
         try:
             ragen_mini.main(["--eval", str(run)])
@@ -479,7 +480,7 @@ def test_a_start_that_fails_removes_the_folders_it_made(tmp_path, capsys, monkey
         else:
             (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / path).write_text("someone's")
-    monkeypatch.setattr(ragen_mini, "load_models", model_that_does_not_load)
+    monkeypatch.setattr(launch, "load_models", model_that_does_not_load)
     message = exit_message(["--config", TINY_YAML, *SMALL, f"run_dir={run_dir}"], capsys)
     assert "cannot load model" in message
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == left

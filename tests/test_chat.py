@@ -81,7 +81,7 @@ class Style:
 # ================================================================================================
 @pytest.fixture(scope="module")
 def qwen():
-    tok = tiny.build_tokenizer(rollout.env_corpus(ns()), 2048)
+    tok = tiny.build_tokenizer(tiny.env_corpus(ns()), 2048)
     # tiny.SPECIAL_TOKENS come first in the vocabulary: <|endoftext|> 0, <|im_start|> 1, <|im_end|> 2
     assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) == [0, 1, 2]
     gen = GenerationConfig(eos_token_id=[2, 0])  # Qwen2.5-Instruct's: [<|im_end|>, <|endoftext|>]
@@ -102,7 +102,7 @@ def build_llama_tokenizer(corpus, vocab_size=1024):
 
 @pytest.fixture(scope="module")
 def llama():
-    tok = build_llama_tokenizer(rollout.env_corpus(ns()))
+    tok = build_llama_tokenizer(tiny.env_corpus(ns()))
     assert tok.pad_token is None and tok.pad_token_id is None
     assert tok.convert_tokens_to_ids(LLAMA_SPECIAL) == [0, 1, 2, 3, 4]
     gen = GenerationConfig(eos_token_id=[4, 3])  # Llama 3 Instruct's order: [<|end_of_text|>, <|eot_id|>]
@@ -387,7 +387,7 @@ def stop_after(model, trigger, stop, boost=50.0):
 
 
 def record_prefill(model, monkeypatch):
-    """Records input_ids and attention_mask of every forward (the first one is the left-padded prefill):
+    """Records input_ids and attention mask of every forward (the first one is the left-padded prefill):
     the model's own until handle.remove(), and the static decoder's fast.decoder.forward until the test
     ends."""
     seen = []

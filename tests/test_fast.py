@@ -34,6 +34,7 @@ import fast  # noqa: E402
 import fast.compile  # noqa: E402
 import fast.decoder  # noqa: E402
 import fast.gae  # noqa: E402
+import launch  # noqa: E402
 import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
@@ -264,7 +265,8 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
     with pytest.raises(ValueError, match="rollout.engine=hf"):
         fast.decoder.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
     assert models.resolve_engine(ns("rollout.engine=hf"), model, CPU) == "hf"
-    assert models.build_sampler(model, chat_of(tok), ns("rollout.engine=hf"), CPU).decoder is None
+    hf = ns("rollout.engine=hf")
+    assert launch.build_sampler(model, chat_of(tok), hf, CPU, models.choose_engine(hf, model, CPU)).decoder is None
     assert not fast.runs(model, ns("rollout.engine=auto"), torch.device("cuda"))
     assert "gpt2" in capsys.readouterr().out
 
@@ -533,16 +535,16 @@ def test_the_readable_path_never_imports_the_fast_package(tmp_path):
     script = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-import models, ragen_mini
+import config, models, ragen_mini
 overrides = {[*SMALL_RUN, *BANDIT, "train.iterations=1", "eval.every=0"]!r}
 for engine in ("hf", "auto"):
     ragen_mini.main(["--config", {TINY_YAML!r}, *overrides, f"run_dir={tmp_path}/" + engine,
                      f"rollout.engine={{engine}}"])
     assert "fast" not in sys.modules and "fast.decoder" not in sys.modules, engine
-cfg = ragen_mini.namespace(ragen_mini.load_config({TINY_YAML!r}, [*overrides, "rollout.engine=fast"]))
+cfg = config.namespace(config.load_config({TINY_YAML!r}, [*overrides, "rollout.engine=fast"]))
 tokenizer, actor = models.load_models(cfg, models.train_device(cfg))
 assert models.resolve_engine(cfg, actor, models.train_device(cfg)) == "fast"
-assert models.fast_engine(cfg) is sys.modules["fast"]
+assert models.choose_engine(cfg, actor, models.train_device(cfg)).fast is sys.modules["fast"]
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
@@ -552,45 +554,39 @@ print("ok")
 
 def test_auto_is_the_readable_path_on_the_cpu_and_fast_on_a_gpu(tok_actor):
     """auto: hf (the readable path) on the CPU; on a GPU fast for the tiny model (Qwen2 layers). The device is
-    only read, so the GPU's answer is checked here too. fast_engine hands out the package for fast alone."""
+    only read, so the GPU's answer is checked here too. choose_engine hands out the package's functions for fast
+    alone, starpo's otherwise."""
     _, actor = tok_actor
     assert models.resolve_engine(ns("rollout.engine=auto"), actor, CPU) == "hf"
     assert models.resolve_engine(ns("rollout.engine=auto"), actor, torch.device("cuda")) == "fast"
     assert models.resolve_engine(ns("rollout.engine=fast"), actor, CPU) == "fast"
-    assert models.fast_engine(ns("rollout.engine=fast")) is fast
-    assert models.fast_engine(ns("rollout.engine=hf")) is None
-    assert models.fast_engine(ns("rollout.engine=auto")) is None  # not resolved: the readable path
+    assert models.choose_engine(ns("rollout.engine=fast"), actor, CPU) == models.Engine(
+        "fast", fast.logprob_and_entropy, fast.compute_gae, fast)
+    readable = models.Engine("hf", starpo.logprob_and_entropy, starpo.compute_gae)
+    assert models.choose_engine(ns("rollout.engine=auto"), actor, CPU) == readable
+    assert models.choose_engine(ns("rollout.engine=hf"), actor, torch.device("cuda")) == readable
 
 
-@pytest.mark.parametrize("old, said", [
-    ("rollout.cache=static", "'rollout.cache' is no longer a config key; use rollout.engine (auto | hf | "
-                             "fast): rollout.cache=static is rollout.engine=fast, dynamic is hf"),
-    ("model.compile=false", "'model.compile' is no longer a config key; use rollout.engine "
-                            "(auto | hf | fast)"),
-])
-def test_an_old_key_names_the_new_one(old, said, tmp_path):
-    """The keys rollout.engine replaced, on the command line, in a config file and in an old run folder's
-    config.yaml: each refusal names the old key and rollout.engine."""
-    with pytest.raises(config.ConfigError) as error:
-        config.load_config(None, [old])
-    assert str(error.value).startswith(f"command line: {said}")
-    section, rest = old.split(".")
-    key, value = rest.split("=")
-    (tmp_path / "old.yaml").write_text(f"{section}:\n  {key}: {value}\n")
-    with pytest.raises(config.ConfigError) as error:
+@pytest.mark.parametrize("section, key", [("rollout", "cache"), ("model", "compile")])
+def test_a_key_the_schema_lacks_is_refused_by_name(section, key, tmp_path):
+    """A key config.yaml does not hold (rollout.engine is the engine's), on the command line, in a config file and
+    in a run folder's config.yaml: each is refused as an unknown config key, named."""
+    with pytest.raises(config.ConfigError, match=f"^command line: unknown config key '{section}.{key}'"):
+        config.load_config(None, [f"{section}.{key}=true"])
+    (tmp_path / "old.yaml").write_text(f"{section}:\n  {key}: true\n")
+    with pytest.raises(config.ConfigError, match=f"old.yaml: unknown config key '{section}.{key}'"):
         config.load_config(str(tmp_path / "old.yaml"))
-    assert said in str(error.value)
     run = tmp_path / "run"
     run.mkdir()
     saved = config.load_config(None)
-    saved[section][key] = value
+    saved[section][key] = True
     (run / "config.yaml").write_text(config.yaml.safe_dump(saved))
-    with pytest.raises(config.ConfigError, match=f"earlier ragen-mini: '{section}.{key}' is no longer"):
+    with pytest.raises(config.ConfigError, match=f"config.yaml: unknown config key '{section}.{key}'"):
         config.load_run_config(str(run))
 
 
 def test_only_models_py_imports_the_fast_package():
-    """The one place: of the repository's modules outside fast/, only models.py (fast_engine) imports it. The
+    """The one place: of the repository's modules outside fast/, only models.py (choose_engine) imports it. The
     tests and the benchmarks use it as a package, and are not counted."""
     importing = []
     for folder, subfolders, files in os.walk(ROOT):

@@ -14,6 +14,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
@@ -167,13 +168,13 @@ def test_the_trainer_passes_the_after_system_start_to_collate(tmp_path, monkeypa
     seen = []
     collate = ragen_mini.collate
     monkeypatch.setattr(ragen_mini, "collate", lambda *args: seen.append(args[3:]) or collate(*args))
-    cfg = ragen_mini.load_config(str(ROOT / "configs" / "tiny.yaml"),
-                                 ["train.device=cpu", "rollout.groups=2", "rollout.group_size=2", "env.max_turns=1",
-                                  "rollout.max_new_tokens=4", "algo.mini_batch_size=2", "algo.micro_batch_size=2",
-                                  "warmup.steps=0", "eval.every=0", "checkpoint.every=0", "train.iterations=1",
-                                  "algo.train_tokens=after_system", "rollout.mi_groups=0", f"run_dir={tmp_path / 'run'}"])
+    cfg = load_config(str(ROOT / "configs" / "tiny.yaml"),
+                      ["train.device=cpu", "rollout.groups=2", "rollout.group_size=2", "env.max_turns=1",
+                       "rollout.max_new_tokens=4", "algo.mini_batch_size=2", "algo.micro_batch_size=2",
+                       "warmup.steps=0", "eval.every=0", "checkpoint.every=0", "train.iterations=1",
+                       "algo.train_tokens=after_system", "rollout.mi_groups=0", f"run_dir={tmp_path / 'run'}"])
     ragen_mini.train(cfg)
-    tok, actor = ragen_mini.load_models(namespace(cfg), CPU)
+    tok, actor = models.load_models(namespace(cfg), CPU)
     assert seen == [(rollout.chat_format(tok, actor.generation_config).system_length + 1,)]
 
 

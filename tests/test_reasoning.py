@@ -13,9 +13,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bookkeeping  # noqa: E402
+import config  # noqa: E402
+import launch  # noqa: E402
+import models  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
+from envs import make_env  # noqa: E402
 from rollout import Trajectory, Turn  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -26,13 +30,13 @@ SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=3", "rollout.gro
 
 
 def ns(*overrides):
-    return ragen_mini.namespace(ragen_mini.load_config(str(ROOT / "configs" / "tiny.yaml"), [*SMALL, *overrides]))
+    return config.namespace(config.load_config(str(ROOT / "configs" / "tiny.yaml"), [*SMALL, *overrides]))
 
 
 @pytest.fixture(scope="module")
 def tok_actor():
     torch.manual_seed(0)
-    tokenizer, actor = ragen_mini.load_models(ns(), CPU)
+    tokenizer, actor = models.load_models(ns(), CPU)
     return tokenizer, actor.eval()
 
 
@@ -100,7 +104,7 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
     monkeypatch.setattr(rollout, "LLMPolicy", FakeLLM)
     teacher = rollout.own_thoughts_policy(rollout.Sampler(actor, chat), cfg, random.Random(0))
     contexts = [encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
-                for seed, env in ((s, rollout.make_env("sokoban")) for s in (1, 2, 3))]
+                for seed, env in ((s, make_env("sokoban")) for s in (1, 2, 3))]
     replies = teacher(contexts)
     # "no", then "x y", asked again (under five words), then "You have 10 actions left" (the prompt's own words)
     assert [len(call) for call in asked] == [3, 1, 1, 1]
@@ -129,7 +133,7 @@ def test_the_warmup_trains_on_thoughts_and_format_or_on_the_format_alone(tok_act
         masks.clear()
         cfg = ns(f"warmup.thought_loss={str(thought_loss).lower()}")
         warmed = __import__("copy").deepcopy(actor)
-        ragen_mini.format_warmup(warmed, rollout.Sampler(warmed, rollout.chat_format(tok)), cfg, CPU)
+        launch.format_warmup(warmed, rollout.Sampler(warmed, rollout.chat_format(tok)), cfg, CPU)
         assert len(masks) >= 2
         trained = "".join(tok.decode([t for t, m in zip(ids[0, 1:].tolist(), mask[0].tolist()) if m]) for ids, mask in masks)
         assert "</think><answer>" in trained and "<|im_end|>" in trained
@@ -186,7 +190,7 @@ def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
     answer = encode(tok, " </think><answer>Up</answer>") + [chat.end_of_turn_id]
     trajectories, prompts = [], []
     for group, (seed, thought) in enumerate(zip((5, 6, 7), thoughts + [thoughts[0]])):
-        env = rollout.make_env("sokoban")
+        env = make_env("sokoban")
         prompt = encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
         prompts.append(prompt)
         for _ in range(2):  # two trajectories a group: the first one's thought counts

@@ -16,6 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bookkeeping  # noqa: E402
+import launch  # noqa: E402
 import ragen_mini  # noqa: E402
 import run_log  # noqa: E402
 from config import ConfigError, load_config  # noqa: E402
@@ -125,8 +126,8 @@ def test_tensorboard_holds_metrics_jsonl_and_follows_it_through_a_resume(tmp_pat
     iteration 2's. TensorBoard equals metrics.jsonl then, and again after --resume, which drops row 3 from
     metrics.jsonl and trains iteration 3 again: the old step 3 (and 2, which the resume logs again) must be
     hidden, not shown twice (SummaryWriter's purge_step)."""
-    real_save = ragen_mini.save_checkpoint
-    monkeypatch.setattr(ragen_mini, "save_checkpoint",
+    real_save = launch.save_checkpoint
+    monkeypatch.setattr(launch, "save_checkpoint",
                         lambda run_, iteration: None if iteration == 3 else real_save(run_, iteration))
     run_dir = run(tmp_path, "train.log_to=tensorboard", "train.iterations=3", "checkpoint.every=2")
     first = check_tensorboard_equals_the_run_folder(run_dir)
@@ -223,7 +224,7 @@ def test_a_missing_package_is_one_line_before_any_model(tmp_path, monkeypatch, p
     """sys.modules[name] = None: Python's own way to say a package is not there (find_spec gives None). The
     run stops with one line naming the key and the pip command; no model loads, no run folder is made."""
     monkeypatch.setitem(sys.modules, package, None)
-    monkeypatch.setattr(ragen_mini, "load_models", lambda *args: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(launch, "load_models", lambda *args: pytest.fail("a model was loaded"))
     with pytest.raises(SystemExit) as stop:
         run(tmp_path, f"train.log_to={package}")
     assert str(stop.value) == f"error: train.log_to={package} needs the {package} package: pip install {package}"

@@ -27,7 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import Recorder, llm_policy  # noqa: E402
 import bookkeeping  # noqa: E402
+import config  # noqa: E402
+import launch  # noqa: E402
 import models  # noqa: E402
+import plots  # noqa: E402
 import ragen_mini  # noqa: E402
 import rollout  # noqa: E402
 import starpo  # noqa: E402
@@ -47,11 +50,11 @@ SYSTEM = "You're a helpful assistant. "
 
 
 def make_cfg(*overrides):
-    return ragen_mini.load_config(TINY_YAML, [*SMALL, *overrides])
+    return config.load_config(TINY_YAML, [*SMALL, *overrides])
 
 
 def ns(*overrides):
-    return ragen_mini.namespace(make_cfg(*overrides))
+    return config.namespace(make_cfg(*overrides))
 
 
 def micro_cfg(size, max_tokens):
@@ -63,7 +66,7 @@ def micro_cfg(size, max_tokens):
 def tok_actor():
     """The tiny tokenizer and a random-init tiny actor, built once; tests deep-copy the actor."""
     torch.manual_seed(0)
-    tokenizer, actor = ragen_mini.load_models(ns(), CPU)
+    tokenizer, actor = models.load_models(ns(), CPU)
     return tokenizer, actor.eval()
 
 
@@ -123,8 +126,8 @@ def finite_numbers(record):
     ("trian.iterations=3", "trian.iterations", "train.iterations"),
 ])
 def test_unknown_key_names_key_and_closest_valid_one(override, key, hint):
-    with pytest.raises(ragen_mini.ConfigError) as error:
-        ragen_mini.load_config(TINY_YAML, [override])
+    with pytest.raises(config.ConfigError) as error:
+        config.load_config(TINY_YAML, [override])
     assert key in str(error.value) and hint in str(error.value)
     with pytest.raises(SystemExit) as exit_info:
         ragen_mini.main(["--config", TINY_YAML, override])
@@ -134,8 +137,8 @@ def test_unknown_key_names_key_and_closest_valid_one(override, key, hint):
 def test_unknown_key_in_config_file(tmp_path):
     path = tmp_path / "user.yaml"
     path.write_text("algo:\n  clip_hihg: 0.3\n")
-    with pytest.raises(ragen_mini.ConfigError, match=r"algo\.clip_hihg.*algo\.clip_high"):
-        ragen_mini.load_config(str(path))
+    with pytest.raises(config.ConfigError, match=r"algo\.clip_hihg.*algo\.clip_high"):
+        config.load_config(str(path))
 
 
 @pytest.mark.parametrize("override, section, key, value", [
@@ -146,12 +149,12 @@ def test_unknown_key_in_config_file(tmp_path):
     ("algo.critic_lr=5e-5", "algo", "critic_lr", 5e-5),
 ])
 def test_numbers_accepted_for_float_keys(override, section, key, value):
-    cfg = ragen_mini.load_config(TINY_YAML, [override])
+    cfg = config.load_config(TINY_YAML, [override])
     assert type(cfg[section][key]) is float and cfg[section][key] == pytest.approx(value, rel=1e-12)
 
 
 def test_override_parsing():
-    cfg = ragen_mini.load_config(TINY_YAML, [
+    cfg = config.load_config(TINY_YAML, [
         "env.name=frozenlake", "env.kwargs={is_slippery: false}", "rollout.think=false", "seed=3",
         "run_dir=", "rollout.temperature=0.5", "env.max_turns=3", "algo.estimator=grpo"])
     assert cfg["env"]["name"] == "frozenlake"
@@ -162,15 +165,15 @@ def test_override_parsing():
     assert cfg["model"]["name"] == "tiny"  # from configs/tiny.yaml
     assert cfg["algo"]["clip_high"] == 0.28  # untouched schema default from config.yaml
     # a later override wins; a value containing '=' is kept whole
-    cfg = ragen_mini.load_config(TINY_YAML, ["seed=1", "seed=2", "run_dir=runs/a=b"])
+    cfg = config.load_config(TINY_YAML, ["seed=1", "seed=2", "run_dir=runs/a=b"])
     assert cfg["seed"] == 2 and cfg["run_dir"] == "runs/a=b"
-    with pytest.raises(ragen_mini.ConfigError, match="section.key=value"):
-        ragen_mini.load_config(TINY_YAML, ["env.name"])
+    with pytest.raises(config.ConfigError, match="section.key=value"):
+        config.load_config(TINY_YAML, ["env.name"])
 
 
 def test_schema_holds_the_paper_setup():
     """config.yaml alone is the StarPO-S setup of docs/paper.md §3."""
-    cfg = ragen_mini.load_config(None, [])
+    cfg = config.load_config(None, [])
     assert cfg["model"]["name"] == "Qwen/Qwen2.5-0.5B-Instruct" and cfg["env"]["name"] == "sokoban"
     assert (cfg["rollout"]["groups"], cfg["rollout"]["group_size"]) == (8, 16)
     assert (cfg["env"]["max_turns"], cfg["env"]["max_actions_per_turn"], cfg["env"]["max_actions"]) == (5, 5, 10)
@@ -374,12 +377,12 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     cfg = ns("env.name=frozenlake", "env.max_turns=3", "warmup.steps=1", "warmup.batch_size=4",
              "algo.micro_batch_size=4", f"warmup.env_text={str(env_text).lower()}")
     played, masks = [], []
-    real_rollout, real_logprobs = ragen_mini.play_episodes, ragen_mini.token_logprobs
-    monkeypatch.setattr(ragen_mini, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
+    real_rollout, real_logprobs = launch.play_episodes, ragen_mini.token_logprobs
+    monkeypatch.setattr(launch, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
     monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a, **k: masks.append(mask.clone())
                         or real_logprobs(m, ids, mask, *a, **k))
     warmed = copy.deepcopy(actor)
-    ragen_mini.format_warmup(warmed, rollout.Sampler(warmed, chat_of(tok)), cfg, CPU)
+    launch.format_warmup(warmed, rollout.Sampler(warmed, chat_of(tok)), cfg, CPU)
     (mask,) = masks
     assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
     for row, t in zip(mask.tolist(), played):
@@ -630,7 +633,7 @@ def test_critic_values_of_right_padded_rows_equal_each_row_alone(tok_actor):
     the row's tokens, so causal attention alone hides it. The values of a batch with pads equal those of each
     row run alone, on a critic with sharp attention that would notice a pad it attended to."""
     tok, actor = tok_actor
-    critic = ragen_mini.build_critic(ns("env.name=sokoban"), sharpened(actor), CPU).eval()
+    critic = models.build_critic(ns("env.name=sokoban"), sharpened(actor), CPU).eval()
     torch.manual_seed(5)
     torch.nn.init.normal_(critic.value_head.weight)  # a fresh head says 0 everywhere
     lengths = [23, 9, 16]
@@ -669,7 +672,7 @@ def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
              "algo.micro_batch_size=2", "algo.estimator=gae")
     actor = eos_boosted(actor0, tok, boost=4.0)  # responses of different lengths: different crops
     torch.manual_seed(0)
-    critic = ragen_mini.build_critic(cfg, actor, CPU)
+    critic = models.build_critic(cfg, actor, CPU)
     trajectories, batch = real_batch(tok, actor, cfg, critic)
     assert len({len(t.ids) for t in trajectories}) > 2
     # the rollout log-probs equal those of each trajectory scored alone, unpadded, at the sampling temperature
@@ -704,7 +707,7 @@ def test_gae_advantages_skip_observation_tokens(tok_actor):
              "algo.filter_ratio=1.0")
     actor = eos_boosted(actor0, tok, boost=4.0)
     torch.manual_seed(0)
-    critic = ragen_mini.build_critic(cfg, actor, CPU)
+    critic = models.build_critic(cfg, actor, CPU)
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)  # a critic with something to say
     torch.nn.init.constant_(critic.value_head.bias, 0.1)
     trajectories, batch = real_batch(tok, actor, cfg, critic)
@@ -773,7 +776,7 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
             "algo.entropy_coef=0.1", "algo.grad_clip=1000000.0"]
     actor = eos_boosted(actor0, tok, boost=4.0)
     torch.manual_seed(0)
-    critic = ragen_mini.build_critic(ns(*base), actor, CPU)
+    critic = models.build_critic(ns(*base), actor, CPU)
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)
     _, batch = real_batch(tok, actor, ns(*base, "algo.micro_batch_size=8"), critic)
     assert len(set(batch.response_mask.sum(-1).tolist())) > 2
@@ -840,8 +843,8 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
              "algo.estimator=gae", "warmup.steps=1", "warmup.batch_size=4", "algo.grad_clip=1000000.0")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    ragen_mini.format_warmup(actor, rollout.Sampler(actor, chat_of(tok)), cfg, CPU)
-    critic = ragen_mini.build_critic(cfg, actor, CPU)
+    launch.format_warmup(actor, rollout.Sampler(actor, chat_of(tok)), cfg, CPU)
+    critic = models.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     steps = []
     # the models as train() has them, then copies of them without any leftover .grad (deepcopy drops it)
@@ -864,7 +867,7 @@ def test_non_finite_update_is_skipped_with_a_warning(tok_actor, monkeypatch, cor
              "algo.estimator=gae")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    critic = ragen_mini.build_critic(cfg, actor, CPU)
+    critic = models.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     before = {k: v.clone() for k, v in actor.state_dict().items()}
 
@@ -1024,7 +1027,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     """Without run_dir, two runs started in the same second write to two folders (the clock is frozen);
     from two processes at once too, each gets one folder of its own."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ragen_mini.time, "strftime", lambda fmt: "20261126-120000")
+    monkeypatch.setattr(time, "strftime", lambda fmt: "20261126-120000")
     args = ["--config", TINY_YAML, *[o for o in SMALL if not o.startswith("run_dir")], *BANDIT, "train.iterations=1",
             "eval.every=0"]
     first, second = ragen_mini.main(args), ragen_mini.main(args)
@@ -1221,7 +1224,7 @@ def test_plot_legends_name_rollout_and_eval_and_keep_off_the_data(tmp_path):
     for name in ("starpo", "starpo-s"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    fig = ragen_mini.plots.figure([tmp_path / "starpo", tmp_path / "starpo-s"])
+    fig = plots.figure([tmp_path / "starpo", tmp_path / "starpo-s"])
     assert all(ax.get_legend() is None for ax in fig.axes)
     assert [text.get_text() for legend in fig.legends for text in legend.get_texts()] == ["starpo", "starpo-s"]
     success = fig.axes[0]
@@ -1247,7 +1250,7 @@ def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
     with open(tmp_path / "samples.jsonl", "rb+") as f:  # the crash cut the last line
         f.truncate(os.path.getsize(tmp_path / "samples.jsonl") - 40)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "x": i}) + "\n" for i in range(4)))
-    ragen_mini.drop_after_checkpoint(str(tmp_path), 1)
+    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
     assert read_lines(tmp_path) == [{"iteration": 0, "x": 0}, {"iteration": 1, "x": 1}]
     assert sample_records(tmp_path) == records[:3]
     assert (tmp_path / "samples.md").read_text() == before
@@ -1445,10 +1448,10 @@ def test_checkpoint_loads_with_auto_classes(resume_runs):
         ids = torch.tensor([encode(tok, "<|im_start|>user\nTurn 1:")])
         assert torch.isfinite(actor(ids).logits).all()
     # The in-process tokenizer is deterministic: rebuilt here, it is the one the run trained with.
-    cfg = ragen_mini.namespace(make_cfg(*RESUME))
-    trained_with = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
+    cfg = config.namespace(make_cfg(*RESUME))
+    trained_with = tiny.build_tokenizer(tiny.env_corpus(cfg), cfg.model.tokenizer_vocab)
     texts = env_texts(cfg, seeds=5)
-    assert trained_with.get_vocab() == tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab).get_vocab()
+    assert trained_with.get_vocab() == tiny.build_tokenizer(tiny.env_corpus(cfg), cfg.model.tokenizer_vocab).get_vocab()
     # BUG: AutoTokenizer picks Qwen2Tokenizer from config.json (model_type qwen2), which swaps in Qwen's
     # digit-splitting pre-tokenizer: " 5" becomes two tokens, so a resumed run sees other ids.
     mismatched = [x for x in texts if encode(tok, x) != encode(trained_with, x)]
@@ -1535,9 +1538,9 @@ def test_bench_prints_one_json_line(tmp_path, capsys):
 def test_gradient_checkpointing_keeps_generation_intact(tmp_path, engine):
     """On the CPU the sampler is the actor; in train mode gradient checkpointing would drop the KV cache
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
-    cfg = ragen_mini.namespace(make_cfg("env.name=frozenlake", f"rollout.engine={engine}",
-                                        "rollout.max_new_tokens=6"))
-    tokenizer, actor = ragen_mini.load_models(cfg, CPU)
+    cfg = config.namespace(make_cfg("env.name=frozenlake", f"rollout.engine={engine}",
+                                    "rollout.max_new_tokens=6"))
+    tokenizer, actor = models.load_models(cfg, CPU)
     contexts = [rollout.play_episodes(rollout.random_policy(chat_of(tokenizer), cfg, random.Random(0)), chat_of(tokenizer), cfg,
                                 [s], [s])[0].ids[:60 + 9 * s] for s in range(3)]
     plain = llm_policy(actor, chat_of(tokenizer), cfg, 0.0)(contexts)

@@ -35,7 +35,7 @@ args = parser.parse_args()
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 cfg = namespace(load_config(os.path.join(ROOT, "configs", "tiny.yaml"), ["env.name=frozenlake"]))
-tokenizer = tiny.build_tokenizer(rollout.env_corpus(cfg), cfg.model.tokenizer_vocab)
+tokenizer = tiny.build_tokenizer(tiny.env_corpus(cfg), cfg.model.tokenizer_vocab)
 config = tiny.model_config("tiny", len(tokenizer))
 config.num_hidden_layers, config.hidden_size, config.intermediate_size = args.layers, args.hidden, 4 * args.hidden
 config.layer_types = ["full_attention"] * args.layers  # one entry per layer (transformers 5 reads it per layer)
