@@ -6,6 +6,8 @@ this package that imports it; the run then holds the functions it computes with 
 this file's at its start (the static decoder, the compiled layers) and around its iterations (the collector).
 
     decoder.py  StaticDecoder: the rollout's sampling, for rollout.LLMPolicy's `generate`
+    rows_attention.py  a decoding step's attention over only the rows still writing (Triton), for the
+                decoder on a GPU
     compile.py  compile_backbone: compiled layers, widths in multiples of 8, flash attention, for the
                 forward of ragen_mini.hidden_states; logprob_and_entropy: starpo.logprob_and_entropy compiled
     gae.py      compute_gae: starpo.compute_gae on the CPU over the time steps alone

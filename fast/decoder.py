@@ -104,9 +104,9 @@ def rotate(x, cos, sin):
 
 
 def attention(q, keys, values, visible, scale):
-    """q (B, H, W, d); keys, values (B, G, window, d), with G <= H key/value heads each shared by H/G
-    query heads (Qwen2.5-0.5B: 14 query heads, 2 key/value heads); visible (B, 1, W, window), True = may
-    attend. -> (B, W, H*d)
+    """q (B, H, W, d); keys, values (B, G, L, d), with G <= H key/value heads each shared by H/G query heads
+    (Qwen2.5-0.5B: 14 query heads, 2 key/value heads); visible (B, 1, W, window), True = may attend: the
+    first `window` slots are read. -> (B, W, H*d)
 
     PyTorch's fused attention with enable_gqa takes each K and V head with the query heads that share it,
     for a prompt (W > 1) as for a decoding step (W = 1): faster than two products and a softmax written
@@ -123,59 +123,97 @@ def attention(q, keys, values, visible, scale):
     tensor([[[1., 1.]]])
     """
     B, H, W, d = q.shape
-    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=scale,
-                                         enable_gqa=True)  # (B, H, W, d)
+    window = visible.shape[-1]
+    out = F.scaled_dot_product_attention(q, keys[:, :, :window], values[:, :, :window], attn_mask=visible,
+                                         scale=scale, enable_gqa=True)  # (B, H, W, d)
     return out.transpose(1, 2).reshape(B, W, H * d)
 
 
-def forward(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
+def visible_slots(mask, slots, window):
+    """Which of the first `window` cache slots each new token may attend: the real tokens up to its own slot,
+    and always itself: a left-padding token of a first turn has no real token before it, and a softmax over
+    no slot is NaN, which would spread through the cache (0 x NaN is NaN). What padding tokens compute is
+    never read. mask (B, L), 1 = a real token; slots (W,) the new tokens' slots. -> (B, 1, W, window)"""
+    cache_slots = torch.arange(window, device=mask.device)  # (window,)
+    real = mask[:, None, None, :window].bool()              # (B, 1, 1, window)
+    return (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])
+
+
+class Rows(NamedTuple):
+    """What a decoding step's attention reads, on the device (a CUDA graph replays on these tensors)."""
+    mask: torch.Tensor     # (B, L) 1 = a real token
+    writing: torch.Tensor  # (B,) True = the token fed now is real (the row had not stopped before it)
+    first: torch.Tensor    # (B,) the row's first real slot
+    slot: torch.Tensor     # (1,) the slot of the token fed now
+    window: int            # the turn's slots: window_rows_attention reads them all
+
+
+def window_rows_attention(q, keys, values, rows, scale):
+    """A decoding step's attention as the CPU runs it: PyTorch's over the turn's whole window for every row,
+    the padding hidden. On a GPU, fast/rows_attention.py's kernel reads each writing row's own slots only;
+    both give the same output for the rows still writing. q (B, H, 1, d) -> (B, 1, H*d)"""
+    return attention(q, keys, values, visible_slots(rows.mask, rows.slot, rows.window), scale)
+
+
+def merge(part, top, total):
+    """The softmax over all the slots from its parts, as fast/rows_attention.py computes them on a GPU:
+    part (B, H, S, d) numerators, top (B, H, S) maximum scores, total (B, H, S) sums of exponentials, each
+    relative to its own maximum -> (B, H, d).
+
+    Two parts of one slot each, scores 0 and ln 3, values 0 and 1: weights 1/4 and 3/4.
+    >>> merge(torch.tensor([0.0, 1.0]).view(1, 1, 2, 1), torch.tensor([1.0, 3.0]).log().view(1, 1, 2),
+    ...       torch.ones(1, 1, 2))
+    tensor([[[0.7500]]])
+    """
+    best = top.amax(-1, keepdim=True)                              # (B, H, 1)
+    weight = (top - best).exp().nan_to_num(0.0)                    # a row with no slot: -inf - -inf
+    numerator = (part * weight[..., None]).sum(2)                  # (B, H, d)
+    denominator = (total * weight).sum(2).clamp(min=1e-30)         # (B, H): 0 only where no slot was read
+    return numerator / denominator[..., None]
+
+
+def forward(model, fused, keys, values, ids, positions, slots, visible, attend=attention, run_layer=None):
     """What the model computes for the new tokens `ids`, each row's next ones after those in its cache:
     writes their keys and values into cache slots `slots` and returns the logits after each row's last
     token. The model's own modules do the embedding, the rotary angles, the last norm and the LM head;
     `run_layer` (decoder_layer, or a compiled decoder_layer) runs the layers.
 
     ids, positions (B, W): the tokens and their position ids (real tokens counted only); slots (W,);
-    fused: a Fused per layer; keys, values: per layer (B, G, L, d), L = cache slots; mask (B, L), 1 = a real
-    token; the attention reads the first `window` slots. -> (B, V)"""
+    fused: a Fused per layer; keys, values: per layer (B, G, L, d), L = cache slots; visible and attend:
+    what the new tokens attend and how, attend(q, k_cache, v_cache, visible, scale) -> (B, W, H*d): a prefill's
+    `attention` over visible_slots(...), or a decoding step's Rows and its attention. -> (B, V)"""
     body = model.model
     x = body.embed_tokens(ids)                             # (B, W, D)
     cos, sin = body.rotary_emb(x, positions)               # (B, W, d) each
-    cache_slots = torch.arange(window, device=ids.device)  # (window,)
-    # A token sees the real tokens up to its own slot, and always itself: a left-padding token of a
-    # first turn has no real token before it, and a softmax over no slot is NaN, which would spread
-    # through the cache (0 x NaN is NaN). What padding tokens compute is never read.
-    real = mask[:, None, None, :window].bool()                                            # (B, 1, 1, window)
-    visible = (real & (cache_slots <= slots[:, None])) | (cache_slots == slots[:, None])  # (B, 1, W, window)
     run_layer = run_layer or decoder_layer
     for layer, products, k_cache, v_cache in zip(body.layers, fused, keys, values):
-        x = run_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible)
+        x = run_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible, attend)
     return model.lm_head(body.norm(x[:, -1]))  # (B, V)
 
 
-def decoder_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible):
+def decoder_layer(layer, products, k_cache, v_cache, x, cos, sin, slots, visible, attend=attention):
     """One Llama / Qwen2 layer for the new tokens x (B, W, D): attention (its keys and values written into
     the cache slots `slots` first), then the gated MLP, each added to x. The layer's own modules do the
     norms and the output projections; the fused products (fuse) and the attention are done here.
-    k_cache, v_cache (B, G, L, d); cos, sin (B, W, d); visible (B, 1, W, window). -> x (B, W, D)"""
+    k_cache, v_cache (B, G, L, d); cos, sin (B, W, d); visible, attend: as forward's. -> x (B, W, D)"""
     attn, config = layer.self_attn, layer.self_attn.config
     B, W, _ = x.shape
     H, G, d = config.num_attention_heads, config.num_key_value_heads, attn.head_dim
-    window = visible.shape[-1]
     q, k, v = F.linear(layer.input_layernorm(x), products.qkv_weight,
                        products.qkv_bias).split([H * d, G * d, G * d], -1)
     q = rotate(q.view(B, W, H, d).transpose(1, 2), cos, sin)  # (B, H, W, d)
     k_cache.index_copy_(2, slots, rotate(k.view(B, W, G, d).transpose(1, 2), cos, sin))  # (B, G, W, d)
     v_cache.index_copy_(2, slots, v.view(B, W, G, d).transpose(1, 2))
-    x = x + attn.o_proj(attention(q, k_cache[:, :, :window], v_cache[:, :, :window], visible, attn.scaling))
+    x = x + attn.o_proj(attend(q, k_cache, v_cache, visible, attn.scaling))
     gate, up = F.linear(layer.post_attention_layernorm(x), products.gate_up_weight,
                         products.gate_up_bias).chunk(2, -1)
     return x + layer.mlp.down_proj(layer.mlp.act_fn(gate) * up)
 
 
-def decoding_step(model, fused, keys, values, token, position, slot, mask, window, temperature, stop_ids,
-                  allow_eos):
-    """One token for every row: forward one position through the KV cache, then sample; all on the GPU."""
-    logits = forward(model, fused, keys, values, token, position, slot, mask, window).float()  # (B, V)
+def decoding_step(model, fused, keys, values, attend, token, position, rows, temperature, stop_ids, allow_eos):
+    """One token for every row: forward one position through the KV cache, then sample; all on the device.
+    attend: rows_attention (fast/rows_attention.py) on a GPU, window_rows_attention on the CPU."""
+    logits = forward(model, fused, keys, values, token, position, rows.slot, rows, attend).float()  # (B, V)
     return sample(logits, temperature, stop_ids, allow_eos)
 
 
@@ -245,8 +283,9 @@ class StaticDecoder:
 
     with the attention mask at 0 on every padding slot and position ids that count real tokens only, so
     each row computes exactly what the unpadded conversation would. `self.held[r]` lists the real tokens
-    of row r. Every decoding step reads the whole window, padding included, so before a turn whose window
-    (or room) it shrinks, the cache is compacted (compact): each row's real tokens move, in order, to the
+    of row r. A decoding step on a GPU reads the keys and values of the real tokens of the rows still writing
+    (fast/rows_attention.py); a prefill, and a decoding step on the CPU, read the whole window, padding
+    included. So before a turn whose window (or room) it shrinks, the cache is compacted (compact): each row's real tokens move, in order, to the
     end of the used slots, and the padding gathers in front of them. A key's rotary angle comes from its
     position id, not its slot, and the attention weighs the visible slots whatever their order, so a row
     computes the same after the move. A call that is not the continuation of the previous one (a new batch
@@ -297,10 +336,18 @@ class StaticDecoder:
         self.slot = torch.zeros(1, dtype=torch.long, device=device)               # (1,) its cache slot
         # (B,) True = emits padding now
         self.finished = torch.ones(batch_size, dtype=torch.bool, device=device)
+        # (B,) True = the token fed now is real: a stop token is fed (its keys and values stay in the cache)
+        self.writing = torch.zeros(batch_size, dtype=torch.bool, device=device)
+        self.first = torch.zeros(batch_size, dtype=torch.long, device=device)     # (B,) first real slot
         self.sampled = torch.zeros((), dtype=torch.long, device=device)           # tokens sampled this turn
         self.temperature = torch.ones((), device=device)  # a tensor: a float would be compiled into the step
         self.block_out = torch.zeros((batch_size, CHECK_EVERY), dtype=torch.long, device=device)  # (B, 8)
-        step = functools.partial(decoding_step, model, self.fused, self.keys, self.values)
+        if device.type == "cuda":
+            from fast.rows_attention import rows_attention  # Triton: installed with PyTorch's CUDA builds
+            attend = rows_attention
+        else:
+            attend = window_rows_attention
+        step = functools.partial(decoding_step, model, self.fused, self.keys, self.values, attend)
         self.step = torch.compile(step, fullgraph=True) if device.type == "cuda" else step
         # The prefill's width changes every turn: its layer is compiled for any width (dynamic), once for all
         # layers (a whole compiled forward compiles for far longer), and fuses the element-wise work between
@@ -393,9 +440,9 @@ class StaticDecoder:
         before = torch.tensor([len(h or []) for h in self.held], device=device)[:, None]
         positions = (before + block_mask.cumsum(-1) - 1).clamp(min=0)  # (B, W): real tokens only are counted
         slots = torch.arange(start, start + width, device=device)  # (W,)
-        window = self.window(start + width)
-        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, self.mask, window,
-                         self.prefill_layer)
+        visible = visible_slots(self.mask, slots, self.window(start + width))  # (B, 1, W, window)
+        logits = forward(model, self.fused, self.keys, self.values, ids, positions, slots, visible,
+                         run_layer=self.prefill_layer)
         return logits.float(), positions[:, -1:], start + width
 
     def decode(self, logits, position, start, temperature, rows):
@@ -411,6 +458,7 @@ class StaticDecoder:
         self.finished[rows] = False
         self.position.copy_(position)
         self.slot.fill_(start)
+        self.first.copy_(self.mask[:, :start].argmax(1))  # argmax: the first of the maxima, a real token
         self.sampled.fill_(0)
         # The first token comes from the prefill's logits; then blocks, so that the host checks whether
         # every row has stopped after every CHECK_EVERY tokens.
@@ -433,8 +481,9 @@ class StaticDecoder:
         for i in range(size):
             self.mask.index_fill_(1, self.slot, 1)
             self.position += 1
-            token = self.step(self.token[:, None], self.position, self.slot, self.mask, window, temperature,
-                              self.stop_ids, self.sampled >= self.cfg.rollout.min_new_tokens)
+            rows = Rows(self.mask, self.writing, self.first, self.slot, window)
+            token = self.step(self.token[:, None], self.position, rows, temperature, self.stop_ids,
+                              self.sampled >= self.cfg.rollout.min_new_tokens)
             self.block_out[:, i] = self.emit(token)
             self.slot += 1
 
@@ -442,6 +491,7 @@ class StaticDecoder:
         """A sampled token per row (B,) -> what the row emits: padding once it has stopped. A row that
         emits a stop token stops; the token becomes the one the next step feeds."""
         token = torch.where(self.finished, self.pad_id, token)
+        self.writing.copy_(~self.finished)
         self.finished |= torch.isin(token, self.stop_ids)
         self.token.copy_(token)
         self.sampled += 1

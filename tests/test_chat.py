@@ -396,9 +396,10 @@ def record_prefill(model, monkeypatch):
         ids = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
         seen.append((ids.clone(), kwargs.get("attention_mask")))
 
-    def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
-        seen.append((ids.clone(), mask.clone()))
-        return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
+    def recording(model, fused, keys, values, ids, positions, slots, visible, *args, **kwargs):
+        # a prefill's last token sees every real token of its row: the row's mask (a decoding step's is Rows)
+        seen.append((ids.clone(), visible[:, 0, -1].long() if torch.is_tensor(visible) else None))
+        return real(model, fused, keys, values, ids, positions, slots, visible, *args, **kwargs)
 
     real = fast.decoder.forward
     monkeypatch.setattr(fast.decoder, "forward", recording)

@@ -9,9 +9,10 @@ compiled for the prefills as one graph for all layers, and its decoding step com
 windows; its sampler must draw tokens with their softmax probabilities.
 
 The compiled layers and log-softmax (fast/compile.py) and the packed GAE (fast/gae.py) must give the readable
-functions' numbers. rollout.engine is the one switch: the readable path never imports fast/, an old config's
-rollout.cache or model.compile is refused with the key to use, and models.py alone imports the package.
+functions' numbers. rollout.engine is the one switch, read once when a run is built (models.choose_engine): the
+readable path never imports fast/, and models.py alone imports the package.
 """
+import copy
 import doctest
 import functools
 import json
@@ -49,10 +50,10 @@ def prefills(monkeypatch):
     row."""
     seen, real = [], fast.decoder.forward
 
-    def recording(model, fused, keys, values, ids, positions, slots, mask, window, run_layer=None):
+    def recording(model, fused, keys, values, ids, positions, slots, visible, *args, **kwargs):
         if ids.shape[1] > 1:
-            seen.append((int(slots[0]), ids.shape[1], window))
-        return real(model, fused, keys, values, ids, positions, slots, mask, window, run_layer)
+            seen.append((int(slots[0]), ids.shape[1], visible.shape[-1]))
+        return real(model, fused, keys, values, ids, positions, slots, visible, *args, **kwargs)
 
     monkeypatch.setattr(fast.decoder, "forward", recording)
     return seen
@@ -165,6 +166,24 @@ def test_an_ended_conversation_frees_its_slots_for_the_next_turn(monkeypatch):
     assert 0 < start < end                  # it continued the cache, compacted
     fresh = fast.decoder.StaticDecoder(model, 3, cfg, [0], 0)
     assert got.tolist() == fresh.generate(second, 0.0).tolist()
+
+
+def test_min_new_tokens_holds_in_every_turn_of_a_kept_cache(tok_actor):
+    """rollout.min_new_tokens bars the stop tokens from the first tokens of every turn, the later turns of
+    conversations kept in the cache included: a model whose favourite token is the stop token writes exactly
+    min_new_tokens tokens, then the stop token, turn after turn (sampled, T = 1)."""
+    tok, actor = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=3", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3")
+    model = sharpened(actor, tok, eos_boost=50.0)
+    chat = chat_of(tok)
+    assert tok.eos_token_id in chat.stop_ids
+    decoder = fast.decoder.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
+    torch.manual_seed(0)
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 1.0), chat, cfg,
+                                [0, 1, 2, 3], [0, 1, 2, 3])
+    replies = [reply for trajectory in got for reply in replies_of(trajectory)]
+    assert len(replies) == 12  # 3 turns each: the malformed answers earn the format penalty, and play on
+    assert all(len(reply) == 4 and reply[-1] == tok.eos_token_id for reply in replies)
 
 
 def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
@@ -319,7 +338,8 @@ def test_forward_gives_the_models_own_logits(name):
     mask[:, :7] = block_mask
     positions = (block_mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
-        logits = fast.decoder.forward(model, fused, keys, values, ids, positions, torch.arange(7), mask, 7)
+        logits = fast.decoder.forward(model, fused, keys, values, ids, positions, torch.arange(7),
+                                      fast.decoder.visible_slots(mask, torch.arange(7), 7))
         for slot in range(7, 10):
             expected = torch.stack([model(torch.tensor([row])).logits[0, -1] for row in rows])
             torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
@@ -327,8 +347,10 @@ def test_forward_gives_the_models_own_logits(name):
             rows = [row + [int(t)] for row, t in zip(rows, token)]
             mask[:, slot] = 1
             position = torch.tensor([[len(row) - 1] for row in rows])
-            logits = fast.decoder.forward(model, fused, keys, values, token[:, None], position,
-                                          torch.tensor([slot]), mask, slot + 1)
+            reading = fast.decoder.Rows(mask, torch.ones(3, dtype=torch.bool), torch.zeros(3, dtype=torch.long),
+                                        torch.tensor([slot]), slot + 1)
+            logits = fast.decoder.forward(model, fused, keys, values, token[:, None], position, reading.slot,
+                                          reading, fast.decoder.window_rows_attention)
 
 
 @pytest.mark.parametrize("name, extra, why", [
@@ -348,11 +370,12 @@ def test_the_decoding_step_traces_as_one_graph(name):
     model = small_model(*ACCEPTED[name])
     decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
     step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
-                                           decoder.values), fullgraph=True, backend="eager")
+                                           decoder.values, fast.decoder.window_rows_attention),
+                         fullgraph=True, backend="eager")
     zeros = torch.zeros((2, 1), dtype=torch.long)
+    rows = fast.decoder.Rows(decoder.mask, decoder.writing, decoder.first, torch.zeros(1, dtype=torch.long), 32)
     with torch.no_grad():
-        token = step(zeros, zeros, torch.zeros(1, dtype=torch.long), decoder.mask, 32, torch.tensor(1.0),
-                     torch.tensor([0]), torch.tensor(True))
+        token = step(zeros, zeros, rows, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
     assert token.shape == (2,)
 
 
@@ -366,14 +389,15 @@ def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache
     decoder = fast.decoder.StaticDecoder(model, 2, ns("rollout.max_context=32"), [0], 0)
     graphs, counting_backend = graph_counter()
     step = torch.compile(functools.partial(fast.decoder.decoding_step, model, decoder.fused, decoder.keys,
-                                           decoder.values), fullgraph=True, backend=counting_backend)
+                                           decoder.values, fast.decoder.window_rows_attention),
+                         fullgraph=True, backend=counting_backend)
     zeros = torch.zeros((2, 1), dtype=torch.long)
     with torch.no_grad():
         for window in (8, 16, 24, 32):  # 32 = rollout.max_context: every slot the decoder may use
             decoder.mask[:, :window] = 1
-            slot = torch.tensor([window - 1])
-            step(zeros, zeros, slot, decoder.mask, window, torch.tensor(1.0), torch.tensor([0]),
-                 torch.tensor(True))
+            rows = fast.decoder.Rows(decoder.mask, decoder.writing, decoder.first, torch.tensor([window - 1]),
+                                     window)
+            step(zeros, zeros, rows, torch.tensor(1.0), torch.tensor([0]), torch.tensor(True))
     assert len(graphs) == 2
 
 
@@ -395,9 +419,9 @@ def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
         decoder.mask[:, start:start + width] = 1
         with torch.no_grad():
             cache = (decoder.fused, decoder.keys, decoder.values)
-            compiled = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width,
-                                            layer)
-            plain = fast.decoder.forward(model, *cache, ids, positions, slots, decoder.mask, start + width)
+            visible = fast.decoder.visible_slots(decoder.mask, slots, start + width)
+            compiled = fast.decoder.forward(model, *cache, ids, positions, slots, visible, run_layer=layer)
+            plain = fast.decoder.forward(model, *cache, ids, positions, slots, visible)
         torch.testing.assert_close(compiled, plain)
     # the first turn's graph takes the window to be the width (they are equal there); one more for the rest
     assert len(model.model.layers) == 2 and len(graphs) == 2
@@ -426,6 +450,57 @@ def test_the_two_stage_race_draws_from_the_softmax():
         chi2 = ((counts[seen] - expected[seen]) ** 2 / expected[seen]).sum().item()
         dof = int(seen.sum()) - 1
         assert chi2 < dof + 5 * (2 * dof) ** 0.5, (k, chi2, dof)  # mean dof, standard deviation sqrt(2 dof)
+
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="the rows' kernel is Triton's, for a GPU")
+
+
+@GPU
+@pytest.mark.parametrize("heads, kv_heads", [(9, 3), (14, 2)], ids=["smollm2", "qwen2.5"])
+def test_the_rows_kernel_gives_pytorchs_attention_for_the_rows_writing(heads, kv_heads):
+    """bfloat16, 64 rows over 700 slots: left padding, a long stretch of padding inside one row (whole blocks
+    skipped), random single padding slots, a third of the rows stopped. The writing rows' outputs equal
+    PyTorch's attention (float32) over each row's real slots up to the current one, as closely as PyTorch's
+    own attention in bfloat16 does; the stopped rows' are zero."""
+    from fast.rows_attention import rows_attention
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    B, L, d, slot = 64, 700, 64, 650
+    q, k, v = (torch.randn(shape, device="cuda", generator=generator).bfloat16()
+               for shape in ((B, heads, 1, d), (B, kv_heads, L, d), (B, kv_heads, L, d)))
+    mask = (torch.rand(B, L, device="cuda", generator=generator) > 0.1).long()
+    mask[:, slot + 1:] = 0
+    mask[0, :300] = 0
+    mask[1, 64:400] = 0
+    mask[:, slot] = 1
+    writing = torch.rand(B, device="cuda", generator=generator) > 0.33
+    first = mask.argmax(1)
+    rows = fast.decoder.Rows(mask, writing, first, torch.tensor([slot], device="cuda"), None)
+    got = rows_attention(q, k, v, rows, 0.125).float()
+    visible = mask[:, None, None, :slot + 1].bool()
+    exact = fast.decoder.attention(q.float(), k.float(), v.float(), visible, 0.125)
+    in_bf16 = fast.decoder.attention(q, k, v, visible, 0.125).float()
+    tolerance = (in_bf16 - exact)[writing].abs().max().item()
+    assert (got - exact)[writing].abs().max().item() <= 2 * tolerance
+    assert torch.all(got[~writing] == 0)
+
+
+@GPU
+def test_on_a_gpu_rollouts_with_the_rows_kernel_equal_generate(tok_actor):
+    """The multi-turn test above on a GPU, where the decoding step is compiled, captured in CUDA graphs and
+    runs the rows' kernel (float32, exact products): greedy rollouts equal generate's token for token."""
+    tok, actor = tok_actor
+    cfg = ns("env.name=sokoban", "env.max_turns=5", "rollout.max_new_tokens=12", "rollout.max_context=785")
+    model = sharpened(copy.deepcopy(actor).cuda(), tok, eos_boost=1.0)
+    chat = chat_of(tok)
+    seeds = list(range(10))
+    plain = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)
+    expected = rollout.play_episodes(plain, chat, cfg, seeds, seeds)
+    decoder = fast.decoder.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg,
+                                seeds, seeds)
+    assert [t.ids for t in got] == [t.ids for t in expected]
+    replies = [len(r) for t in expected for r in replies_of(t)]
+    assert min(replies) < 12 and max(replies) == 12  # some rows stopped while others wrote
 
 
 def test_docstring_examples_are_true():

@@ -99,7 +99,7 @@ def sharpened(actor, tokenizer=None, eos_boost=0.0):
                 getattr(layer.self_attn, proj).weight.mul_(scale)
         model.model.norm.weight.mul_(3.0)
     if eos_boost:
-        offset = torch.zeros(model.config.vocab_size)
+        offset = torch.zeros(model.config.vocab_size, device=model.device)
         offset[tokenizer.eos_token_id] = eos_boost
         model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
     return model
