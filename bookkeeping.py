@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -175,6 +176,21 @@ def check_not_a_run(run_dir, overwrite):
                        f"python ragen_mini.py --resume {run_dir}, choose another run_dir, or start over in "
                        "it with overwrite=true")
     return held
+
+
+def code_version(folder=os.path.dirname(os.path.abspath(__file__))):
+    """The code in FOLDER as git knows it: {"commit": the checkout's commit (40 hex digits), "clean": True when
+    no tracked file differs from it}; {"commit": "", "clean": False} outside a git checkout or without git.
+    A run records it in its config (code.commit, code.clean): a table of runs can then tell versions apart."""
+    def git(*args):
+        return subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=30)
+    try:
+        commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": "", "clean": False}
+    if commit.returncode or status.returncode:
+        return {"commit": "", "clean": False}
+    return {"commit": commit.stdout.strip(), "clean": not status.stdout.strip()}
 
 
 def written_by_a_run(run_dir):

@@ -193,7 +193,8 @@ def load_run_config(run_dir, overrides=()):
                           "run_dir cannot move it; leave run_dir out. To go on from a copy of the run, copy "
                           "the whole folder and --resume the copy")
     saved = read_config_file(path)
-    missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)))
+    # a run folder from before runs recorded their code has no code section: its commit is unknown ("")
+    missing = sorted(set(_flat_keys(read_schema())) - set(_flat_keys(saved)) - {"code.commit", "code.clean"})
     if missing:
         raise ConfigError(f"{path} lacks {', '.join(missing[:5])}{' and more' * (len(missing) > 5)}: a run "
                           "writes its whole config there, so this file was emptied, cut or edited. Put back "

@@ -90,6 +90,8 @@ MAPPING = [
                                   "training puzzles",
      "note": "the first env seed there (+1 per group), not a generator's seed: other puzzles"},
     {"key": "overwrite", "note": "ragen-mini's run folder"},
+    {"key": "code.commit", "note": "ragen-mini's record of the code a run ran"},
+    {"key": "code.clean", "note": "ragen-mini's record of the code a run ran"},
     {"key": "run_dir", "paths": ["trainer.local_log_dir", "trainer.experiment_name"],
      "to": lambda value, cfg: dict(zip(["trainer.local_log_dir", "trainer.experiment_name"],
                                        os.path.split(os.path.normpath(value)))) if value else {},

@@ -36,9 +36,9 @@ import ragen_mini
 import run_log
 import tiny
 from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weights, check_no_links,
-                         check_resumable, describe_os_error, discard_start, drop_after_checkpoint, evaluate,
-                         load_state, open_run_folder, release_lock, report_zero_signal, run_summary,
-                         save_checkpoint, write_file, write_metrics)
+                         check_resumable, code_version, describe_os_error, discard_start,
+                         drop_after_checkpoint, evaluate, load_state, open_run_folder, release_lock,
+                         report_zero_signal, run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
 from models import (Critic, Engine, bf16_sampler, build_critic, choose_engine, copy_weights, load_models,
                     train_device, use_cpu_threads)
@@ -107,6 +107,19 @@ def load_policy(cfg, saved_actor=None):
     return device, actor, build_sampler(actor, chat, cfg, device, engine), engine
 
 
+def record_code_version(cfg_dict, resume_dir):
+    """A new run writes the code it runs (bookkeeping.code_version) into its config's code section; a resumed
+    one keeps the version it started with, and says so when this checkout's differs."""
+    now = code_version()
+    if not resume_dir:
+        cfg_dict["code"] = now
+    elif now != cfg_dict["code"]:
+        started = cfg_dict["code"]["commit"] or "an unrecorded commit"
+        print(f"note: this run started with the code of {started}; it goes on with "
+              f"{now['commit'] or 'code outside a git checkout'}{'' if now['clean'] else ' (with changes)'}, "
+              "and its config keeps the first")
+
+
 def build_sampler(actor, chat, cfg, device, engine):
     """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
     CPU), with the fast engine's static decoder, or transformers' generate on the readable path."""
@@ -118,6 +131,7 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
     """Models, format warm-up, critic, reference, optimisers and random states (restored from
     RUN_DIR/checkpoint on resume), and the evaluation at iteration 0 (on resume, the checkpoint's, if it is
     owed)."""
+    record_code_version(cfg_dict, resume_dir)
     cfg = namespace(cfg_dict)
     saved_actor = os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None
     device, actor, sampler, engine = load_policy(cfg, saved_actor)
