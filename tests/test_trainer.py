@@ -954,8 +954,8 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
     assert evaluation_titles(run_dir) == [f"Evaluation at iteration {i}" for i in (0, 1, 2)]
     records = sample_records(run_dir)
     assert [r["seed"] for r in records] == [1000000, 1000001] * 3  # eval.samples=2 of the 4 evaluation seeds
-    with open(run_dir / "config.yaml") as f:
-        assert yaml.safe_load(f) == make_cfg(f"run_dir={run_dir}", *overrides)
+    with open(run_dir / "config.yaml") as f:  # the config given, and the code the run ran (test_code_version.py)
+        assert yaml.safe_load(f) == {**make_cfg(f"run_dir={run_dir}", *overrides), "code": bookkeeping.code_version()}
 
     # seeds and groups: training groups share one seed each, below the evaluation seeds
     P, N, offset = 2, 4, 1000000
