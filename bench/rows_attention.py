@@ -19,26 +19,9 @@ import triton
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import fast.decoder as decoder  # noqa: E402
 import fast.rows_attention as rows_attention  # noqa: E402
+from attention_windows import graphed, microseconds  # noqa: E402  (bench/, this script's folder)
 
 B, H, G, d, L = 256, 9, 3, 64, 2048 + 256 + 1
-
-
-def graphed_time(function, calls=100):
-    """Microseconds per call of `function` replayed from a CUDA graph."""
-    function()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        function()
-    for _ in range(5):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / calls * 1000
 
 
 def rows_of(window, writing_share, padding):
@@ -74,7 +57,7 @@ def main():
                         0.125, flat.stride(0), flat.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
                         rows.mask.stride(0), GROUP=H // G, GROUP_PAD=16, D=d, BLOCK=block, SPLITS=splits,
                         PRECISION="tf32", num_warps=warps, num_stages=stages)
-                times.append((graphed_time(kernel), block, splits, warps, stages))
+                times.append((microseconds(graphed(kernel)), block, splits, warps, stages))
             for us, block, splits, warps, stages in sorted(times)[:10]:
                 print(f"window 1536, writing {share}, padding {padding}: {us:.1f} us with BLOCK {block} "
                       f"SPLITS {splits} warps {warps} stages {stages}", flush=True)
@@ -87,8 +70,8 @@ def main():
             visible = decoder.visible_slots(rows.mask, rows.slot, window)
             gap = (ours(rows).float() - fused(visible).float())[rows.writing].abs().max().item()
             print(f"window {window}, writing {share}, padding {padding}: PyTorch's attention "
-                  f"{graphed_time(lambda: fused(visible)):.1f} us, the rows' kernel "
-                  f"{graphed_time(lambda: ours(rows)):.1f} us, largest difference {gap:.1e}", flush=True)
+                  f"{microseconds(graphed(lambda: fused(visible))):.1f} us, the rows' kernel "
+                  f"{microseconds(graphed(lambda: ours(rows))):.1f} us, largest difference {gap:.1e}", flush=True)
 
 
 if __name__ == "__main__":
