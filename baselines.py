@@ -74,11 +74,6 @@ def expected(env, values, cell, action):
     return sum(values[nxt] for nxt in outcomes) / len(outcomes)
 
 
-def greedy_action(env, values, cell, actions_left):
-    """The optimal action at `cell` with `actions_left` actions left (values from frozenlake_values)."""
-    return max(env.actions, key=lambda a: expected(env, values[actions_left - 1], cell, a))
-
-
 def shortest_path_policy(env):
     """cell -> the action whose intended cell is fewest steps from the goal (breadth-first search over
     the cells that are not holes; ties go to the first action in env.actions). It ignores the slip."""

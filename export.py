@@ -5,9 +5,9 @@ against RAGEN's own config key tree, stored in docs/ragen_config/key_tree.yaml (
     python export.py --config configs/tiny.yaml env.name=bandit
     python export.py --gpus 4 --config config.yaml      # the GPU count RAGEN is to use
 
-MAPPING below is the one table of ragen-mini keys and RAGEN paths: the command, the reading back
-(to_ragen_mini, which the tests use for the round trip) and the table in docs/paper.md §10 all come
-from it. Values equal to RAGEN's own default are left out of the command.
+MAPPING below is the one table of ragen-mini keys and RAGEN paths: the command, the table in docs/paper.md
+§10 and the reading back that tests/test_export.py checks the command with (its round trip) all come from it.
+Values equal to RAGEN's own default are left out of the command.
 
 The printout is promised to run as it is (`... > cmd.sh; . cmd.sh` in a RAGEN checkout), and much of it
 comes from a run folder, which may hold anything: every comment line is made by comment() and every word of a
@@ -64,7 +64,8 @@ class ExportError(ValueError):
 # One entry per ragen-mini key (a section name covers all of its keys). Fields, all but "key" optional:
 #   paths   RAGEN's Hydra override paths; "<tag>" is the env's entry in custom_envs. None: no counterpart.
 #   to      value, cfg -> {path: value}. Default: the value on every path.
-#   back    get, tag -> value, with get(path) RAGEN's value after the overrides. Default: get(paths[0]).
+#   back    get, tag -> value, with get(path) RAGEN's value after the overrides. Default: get(paths[0]). The
+#           tests read a printed command back with it (tests/test_export.py, to_ragen_mini).
 #   lost    cfg, gpus -> why this config's value cannot carry over, or None. Listed under the command and left
 #           out of the round trip.
 #   differs cfg, gpus -> a warning for a value that carries over but means something else there, or None.
@@ -348,7 +349,7 @@ def resolve(tree, overrides, path, default=False):
     return resolve(tree, overrides, match.group(1), default) if match else value
 
 
-# ---- export and read back ---------------------------------------------------------------------------------
+# ---- export -----------------------------------------------------------------------------------------------
 def _flat(cfg, key):
     for part in key.split("."):
         cfg = cfg[part]
@@ -385,23 +386,6 @@ def overrides(cfg, gpus=1, tree=None):
 
 def _equal(a, b):
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
-
-
-def to_ragen_mini(chosen, tree=None):
-    """The reverse: RAGEN overrides {path: value} -> {ragen-mini key: value} for every key the table carries.
-
-    >>> to_ragen_mini({"actor_rollout_ref.actor.clip_ratio_high": 0.2})["algo.clip_high"]
-    0.2
-    """
-    tree = tree or key_tree()[0]
-    get = lambda path, default=False: resolve(tree, chosen, path, default)  # noqa: E731 (a one-line reader)
-    tag = get("es_manager.train.env_configs.tags")[0]
-    out = {}
-    for entry in MAPPING:
-        if entry.get("paths"):
-            back = entry.get("back") or (lambda g, t, path=entry["paths"][0]: g(path.replace("<tag>", t)))
-            out[entry["key"]] = back(get, tag)
-    return out
 
 
 def lost(cfg, gpus=1):
@@ -505,23 +489,6 @@ def hydra_value(value):
                         text) + '"'
 
 
-def parse_value(text):
-    r"""Hydra override text -> Python value (the tests read the printed command back with it): hydra_value's
-    reverse.
-
-    >>> parse_value(hydra_value('a "${oc.env:HOME}" \\')) == 'a "${oc.env:HOME}" \\'
-    True
-    """
-    if len(text) > 1 and text[0] == text[-1] == '"':
-        value = re.sub(r'(\\+)("|\Z)', lambda m: "\\" * (len(m.group(1)) // 2) + m.group(2), text[1:-1])
-        return re.sub(r"(\\+)\$\{", lambda m: "\\" * (len(m.group(1)) // 2) + "${", value) \
-            if "${" in value else value
-    value = yaml.safe_load(text)
-    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value):
-        return float(value)  # YAML 1.1 reads 1e-06 as a string; Hydra as a float
-    return value
-
-
 def ragen_command(cfg, gpus=1, source="the config"):
     """The whole printout: a header, the checkout and the command (one override a line), the GPU count and
     the notes. Every line but the commands' is a shell comment, so the text can be run as it is."""
@@ -556,14 +523,6 @@ def ragen_command(cfg, gpus=1, source="the config"):
             lines.append(comment(f"{title}:"))
             lines += [comment(f"  - {line}") for line in group]
     return "\n".join(lines)
-
-
-def parse_command(text):
-    """The overrides of a printed command, {path: value}: the round trip reads what a user would copy."""
-    words = shlex.split("\n".join(line for line in text.splitlines() if not line.startswith("#"))
-                        .replace("\\\n", " "))
-    return {path: parse_value(value)
-            for path, _, value in (w.partition("=") for w in words[words.index("base") + 1:])}
 
 
 # ---- the docs table ----------------------------------------------------------------------------------------

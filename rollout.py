@@ -211,39 +211,13 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
     """Play one trajectory per seed, all in lock-step, one `policy` call per turn -> list of Trajectory.
 
     `policy(contexts) -> responses` maps a list of token-id lists to the sampled token-id lists (the LLM,
-    or scripted random answers for the format warm-up).
+    or scripted random answers for the format warm-up). A turn: the policy answers every live trajectory;
+    each reply is read (read_reply: the paper's code's switches) and parsed, the env executes its actions
+    (step_env), and the reply, then the env's answer as the next user message (next_user_message), are
+    appended to the trajectory's ids.
     """
     tokenizer, prefix = chat.tokenizer, answer_prefix(cfg)  # the forced start of every answer
-    # One tokenizer call per turn for the whole batch, each distinct text once: a call per string, or
-    # the N equal prompts of a group tokenized N times, costs a large share of the host time of a big
-    # rollout, time in which the GPU waits. Equal texts share one id list: copy it before changing it.
-    def encode(texts):
-        distinct = list(dict.fromkeys(texts))
-        ids = dict(zip(distinct,
-                       tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
-        return [ids[text] for text in texts]
-
-    def decode(responses):  # the same for the sampled answers, which often repeat within a group
-        texts = {key: tokenizer.decode(list(key), skip_special_tokens=True)
-                 for key in dict.fromkeys(map(tuple, responses))}
-        return [texts[tuple(response)] for response in responses]
-
-    trajectories, envs, started_envs, prompts = [], [], {}, []
-    for seed, group in zip(seeds, group_ids):
-        if seed not in started_envs:  # a group's N rollouts share the seed: one puzzle and prompt, N copies
-            env = new_env(cfg)
-            observation, _ = env.reset(int(seed))
-            started_envs[seed] = env, first_prompt(env, observation, tokenizer, cfg)
-        env, prompt = started_envs[seed]
-        prompts.append(prompt)
-        envs.append(copy_env(env))
-        trajectories.append(Trajectory(seed=int(seed), group=int(group)))
-    for t, ids in zip(trajectories, encode(prompts)):
-        if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
-            raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
-                              f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context="
-                              f"{cfg.rollout.max_context}")
-        t.ids, t.sampled = list(ids), [0] * len(ids)  # each its own list, grown in place turn by turn
+    trajectories, envs = start_episodes(tokenizer, cfg, seeds, group_ids)
     actions_left = [env.max_actions for env in envs]
     done = [False] * len(trajectories)
     per_turn = actions_per_turn(envs[0], cfg)
@@ -251,52 +225,36 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
         live = [i for i in range(len(trajectories)) if not done[i]]
         if not live:
             break
-        thinks, replies = [], []  # per live trajectory; (index, env reply) for those that go on
+        thinks, messages = [], []  # per live trajectory; (index, next user message) for those that go on
         responses = policy([trajectories[i].ids for i in live])
-        for i, response, answer in zip(live, responses, decode(responses)):
+        for i, response, answer in zip(live, responses, decode_batch(tokenizer, responses)):
             t, env = trajectories[i], envs[i]
-            text = prefix + answer
-            if cfg.rollout.delete_special_strings:  # the paper's code's parser (docs/paper.md §9.6)
-                text = without_special_strings(text, cfg.rollout.think)
+            text, kept = read_reply(prefix + answer, response, per_turn, chat, cfg)
             parsed = parse_answer(text, env.actions, per_turn, require_think=cfg.rollout.think)
             # for people reading the samples: what the model saw, and why an answer did not parse
             shown, budget = env.render(), actions_left[i]
             cut = not response or response[-1] not in chat.stop_ids  # no stop token: max_new_tokens hit
             answer_text, problem = explain_answer(text, parsed, env.actions, cfg.rollout.think,
                                                   cut and cfg.rollout.max_new_tokens)
-            env_reward, executed, ended = 0.0, [], False
-            for action in parsed.actions[:actions_left[i]]:  # past the trajectory budget: dropped
-                _, reward, terminated, truncated, info = env.step(action)
-                executed.append(action)
-                env_reward += reward
-                t.num_effective += int(info["effective"])
-                t.success = info["success"]
-                if terminated or truncated:  # the episode ended mid-turn: the rest are skipped
-                    ended = True
-                    break
+            # past the trajectory's action budget, actions are dropped
+            env_reward, executed, ended = step_env(env, parsed.actions[:budget], t)
             turn_reward = env_reward + (0.0 if parsed.format_ok else cfg.env.format_penalty)
             actions_left[i] -= len(executed)
-            t.num_actions += len(executed)
             t.reward += turn_reward
-            t.response_tokens += len(response)
-            if cfg.rollout.clean_history:  # the paper's code: the reply as its parsed, cleaned text (§9.2)
-                response = clean_reply(prefix + answer, per_turn, cfg.rollout.think, chat) or response
-            closing = append_reply(t.ids, t.sampled, response, chat)
+            t.response_tokens += len(response)  # what the model sampled, whatever the history keeps
+            closing = append_reply(t.ids, t.sampled, kept, chat)
             thinks.append(parsed.think)
             t.turns.append(Turn(think=parsed.think, actions=executed, format_ok=parsed.format_ok,
                                 reward=turn_reward, state=shown, actions_left=budget, reply=answer,
                                 answer=answer_text, format_problem=problem))
             done[i] = ended or turn == cfg.env.max_turns
-            if done[i]:
-                continue
-            # The env's reply becomes the next user message, closed and opened by the template's own text.
-            replies.append((i, closing + reward_message(env_reward)
-                            + turn_message(turn + 1, env.render(), actions_left[i], cfg)
-                            + chat.open_assistant + prefix))
-        for i, think_ids in zip(live, encode(thinks)):
+            if not done[i]:
+                messages.append((i, next_user_message(closing, env_reward, turn + 1, env.render(),
+                                                      actions_left[i], chat, cfg)))
+        for i, think_ids in zip(live, encode_batch(tokenizer, thinks)):
             trajectories[i].think_tokens += len(think_ids)
             trajectories[i].turns[-1].think_tokens = len(think_ids)
-        for (i, _), segment in zip(replies, encode([text for _, text in replies])):
+        for (i, _), segment in zip(messages, encode_batch(tokenizer, [text for _, text in messages])):
             t = trajectories[i]
             if len(t.ids) + len(segment) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
                 done[i] = True  # the next turn might not fit the context window
@@ -304,6 +262,96 @@ def play_episodes(policy, chat, cfg, seeds, group_ids):
             t.ids += segment
             t.sampled += [0] * len(segment)
     return trajectories
+
+
+def start_episodes(tokenizer, cfg, seeds, group_ids):
+    """A fresh env per seed, reset with it, and a Trajectory holding its first prompt (first_prompt, all
+    sampled 0) -> (trajectories, envs), one each per seed. A group's N seeds are equal: one puzzle and one
+    prompt, N copies of the env. Raises ConfigError when a first prompt leaves no room in
+    rollout.max_context for a reply of rollout.max_new_tokens."""
+    trajectories, envs, started_envs, prompts = [], [], {}, []
+    for seed, group in zip(seeds, group_ids):
+        if seed not in started_envs:
+            env = new_env(cfg)
+            observation, _ = env.reset(int(seed))
+            started_envs[seed] = env, first_prompt(env, observation, tokenizer, cfg)
+        env, prompt = started_envs[seed]
+        prompts.append(prompt)
+        envs.append(copy_env(env))
+        trajectories.append(Trajectory(seed=int(seed), group=int(group)))
+    for t, ids in zip(trajectories, encode_batch(tokenizer, prompts)):
+        if len(ids) + cfg.rollout.max_new_tokens > cfg.rollout.max_context:
+            raise ConfigError(f"the first prompt has {len(ids)} tokens: with rollout.max_new_tokens="
+                              f"{cfg.rollout.max_new_tokens} it exceeds rollout.max_context="
+                              f"{cfg.rollout.max_context}")
+        t.ids, t.sampled = list(ids), [0] * len(ids)  # each its own list, grown in place turn by turn
+    return trajectories, envs
+
+
+def encode_batch(tokenizer, texts):
+    """Token-id lists of `texts`, in one tokenizer call, each distinct text once. A call per string, or the
+    N equal prompts of a group tokenized N times, costs a large share of the host time of a big rollout,
+    time in which the GPU waits. Equal texts share one id list: copy it before changing it."""
+    distinct = list(dict.fromkeys(texts))
+    ids = dict(zip(distinct, tokenizer(distinct, add_special_tokens=False)["input_ids"] if distinct else []))
+    return [ids[text] for text in texts]
+
+
+def decode_batch(tokenizer, responses):
+    """The texts of sampled replies (special tokens left out), each distinct reply decoded once: the N
+    replies of a group often repeat."""
+    texts = {key: tokenizer.decode(list(key), skip_special_tokens=True)
+             for key in dict.fromkeys(map(tuple, responses))}
+    return [texts[tuple(response)] for response in responses]
+
+
+def read_reply(text, response, max_actions, chat, cfg):
+    """The paper's code's two ways of reading a reply (docs/paper.md §9.2, §9.6), both off in config.yaml and
+    on in configs/ragen-paper.yaml. `text` is the reply's text after the forced answer start, `response`
+    its sampled ids. -> (the text parse_answer reads, the ids the trajectory keeps):
+
+      rollout.delete_special_strings  the text with the special strings deleted (envs.without_special_strings),
+                                      as the paper's code's parser reads it; else the text as it is
+      rollout.clean_history           the reply re-written as the paper's code keeps it (clean_reply), when it
+                                      has a think/answer pair; else the sampled ids
+    """
+    read = without_special_strings(text, cfg.rollout.think) if cfg.rollout.delete_special_strings else text
+    cleaned = clean_reply(text, max_actions, cfg.rollout.think, chat) if cfg.rollout.clean_history else None
+    return read, cleaned or response
+
+
+def step_env(env, actions, t):
+    """Execute a turn's actions on `env`, in order, until the episode ends (the rest are skipped); count
+    them and those that changed the state in trajectory `t`, and set t.success to the env's last word.
+    -> (the env's reward summed over the executed actions, the executed actions, whether the episode ended).
+
+        FrozenLake, "Left || Down || Up" where Down reaches the goal -> (1.0, ["Left", "Down"], True)
+    """
+    env_reward, executed = 0.0, []
+    for action in actions:
+        _, reward, terminated, truncated, info = env.step(action)
+        executed.append(action)
+        env_reward += reward
+        t.num_actions += 1
+        t.num_effective += int(info["effective"])
+        t.success = info["success"]
+        if terminated or truncated:  # the episode ended mid-turn: the rest are skipped
+            return env_reward, executed, True
+    return env_reward, executed, False
+
+
+def next_user_message(closing, env_reward, turn, observation, actions_left, chat, cfg):
+    r"""The env's answer to a reply as the template writes the next user message -> the text from the end of
+    the reply to the start of the next one: `closing` (append_reply's template text that closes the reply
+    and opens the user message), the env's reward of the turn (reward_message), turn `turn`'s state and
+    action budget (turn_message), then the template's text that opens the assistant reply and the forced
+    answer start. ChatML, a reply that ended with <|im_end|>, turn 2:
+
+        "\n<|im_start|>user\n" + "Reward:\n-0.1\n" + "\nTurn 2:\nState:\n#_P\nYou have 9 actions left. Always ...\n"
+        + "<|im_end|>\n<|im_start|>assistant\n" + "<think>"
+    """
+    return (closing + reward_message(env_reward) + turn_message(turn, observation, actions_left, cfg)
+            + chat.open_assistant + answer_prefix(cfg))
 
 
 def explain_answer(text, parsed, valid_actions, require_think, cut_at):

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from baselines import (evaluate, frozenlake_values, greedy_action, play_random, random_turn_actions,  # noqa: E402
+from baselines import (evaluate, expected, frozenlake_values, play_random, random_turn_actions,  # noqa: E402
                        shortest_path_policy)
 from envs import make_env  # noqa: E402
 
@@ -24,6 +24,12 @@ EVAL_SEEDS = [1_000_000 + i for i in range(256)]
 FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "baselines.json").read_text())
 DELTAS = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 PERPENDICULAR = {"Left": ("Up", "Down"), "Right": ("Up", "Down"), "Up": ("Left", "Right"), "Down": ("Left", "Right")}
+
+
+def greedy_action(env, values, cell, actions_left):
+    """The optimal action at `cell` with `actions_left` actions left (values from frozenlake_values): the one
+    whose expected value over its slips, with one action fewer left, is largest."""
+    return max(env.actions, key=lambda a: expected(env, values[actions_left - 1], cell, a))
 
 
 def binomial_at_least_two(k, p=1 / 3):

@@ -40,8 +40,50 @@ def configs():
            [(" ".join(o), config.load_config(None, o)) for o in EXTRA]
 
 
+def parse_value(text):
+    r"""Hydra override text -> Python value: export.hydra_value's reverse, to read a printed command back.
+
+    >>> parse_value(export.hydra_value('a "${oc.env:HOME}" \\')) == 'a "${oc.env:HOME}" \\'
+    True
+    """
+    if len(text) > 1 and text[0] == text[-1] == '"':
+        value = re.sub(r'(\\+)("|\Z)', lambda m: "\\" * (len(m.group(1)) // 2) + m.group(2), text[1:-1])
+        return re.sub(r"(\\+)\$\{", lambda m: "\\" * (len(m.group(1)) // 2) + "${", value) \
+            if "${" in value else value
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value):
+        return float(value)  # YAML 1.1 reads 1e-06 as a string; Hydra as a float
+    return value
+
+
+def parse_command(text):
+    """The overrides of a printed command, {path: value}: the round trip reads what a user would copy."""
+    words = shlex.split("\n".join(line for line in text.splitlines() if not line.startswith("#"))
+                        .replace("\\\n", " "))
+    return {path: parse_value(value)
+            for path, _, value in (w.partition("=") for w in words[words.index("base") + 1:])}
+
+
+def to_ragen_mini(chosen, tree=None):
+    """The export's reverse, through the same table (each entry's `back`): RAGEN overrides {path: value} ->
+    {ragen-mini key: value} for every key export.MAPPING carries.
+
+    >>> to_ragen_mini({"actor_rollout_ref.actor.clip_ratio_high": 0.2})["algo.clip_high"]
+    0.2
+    """
+    tree = tree or export.key_tree()[0]
+    get = lambda path, default=False: export.resolve(tree, chosen, path, default)  # noqa: E731 (a one-line reader)
+    tag = get("es_manager.train.env_configs.tags")[0]
+    out = {}
+    for entry in export.MAPPING:
+        if entry.get("paths"):
+            back = entry.get("back") or (lambda g, t, path=entry["paths"][0]: g(path.replace("<tag>", t)))
+            out[entry["key"]] = back(get, tag)
+    return out
+
+
 def printed(cfg, gpus=1):
-    return export.parse_command(export.ragen_command(cfg, gpus))
+    return parse_command(export.ragen_command(cfg, gpus))
 
 
 def test_stored_tree_holds_ragens_defaults_at_the_named_commits():
@@ -106,7 +148,7 @@ def test_round_trip_gives_back_every_carried_key():
     """Export, read the printed overrides back through the same table, over RAGEN's stored defaults."""
     schema_keys = set(config._flat_keys(config.read_schema()))
     for name, cfg in configs():
-        back = export.to_ragen_mini(printed(cfg))
+        back = to_ragen_mini(printed(cfg))
         lost = export.lost(cfg)
         for key, value in back.items():
             if key not in lost:
@@ -305,9 +347,9 @@ def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys)
             args = calls["python"]
             assert args[:3] == ["train.py", "--config-name", "base"]
             printed = dict(arg.partition("=")[::2] for arg in args[3:])
-            assert {p: export.parse_value(v) for p, v in printed.items()} == export.parse_command(out)
+            assert {p: parse_value(v) for p, v in printed.items()} == parse_command(out)
             if path:
-                assert export.parse_value(printed[path]) == hostile, (what, path, printed.get(path))
+                assert parse_value(printed[path]) == hostile, (what, path, printed.get(path))
                 arrived.add(path)
     # not vacuous: a value with only printable characters needs quoting, no refusal, and gets to every place
     if hostile.isprintable():
@@ -357,7 +399,7 @@ def test_hydra_values_keep_every_character():
     for value, text in HYDRA_READS.items():
         assert export.hydra_value(value) == text, value
     for value in VALUES:
-        assert export.parse_value(export.hydra_value(value)) == value, value
+        assert parse_value(export.hydra_value(value)) == value, value
 
 
 def test_ragen_paper_printout_is_unchanged_but_for_the_checkout_and_lora(tmp_path):
@@ -412,7 +454,7 @@ def test_lora_is_turned_off_with_a_key_of_the_tree():
     assert base["actor_rollout_ref.model.lora_rank"] == base["critic.model.lora_rank"] == "${lora.rank}"
     for name, cfg in configs():
         text = export.ragen_command(cfg)
-        assert export.parse_command(text)["lora.rank"] == 0, name
+        assert parse_command(text)["lora.rank"] == 0, name
         assert re.search(r"^# lora\.rank=0, not RAGEN's default 16: .*LoRA", text, flags=re.M), name
 
 

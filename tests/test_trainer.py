@@ -316,7 +316,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
         assert tok.decode(mine[0][0]) == (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{first}"
                                           f"<|im_end|>\n<|im_start|>assistant\n{prefix}")
         per_turn = min(cfg.env.max_actions_per_turn, env.max_actions)
-        total, success, executed_total = 0.0, False, 0
+        total, success, executed_total, effective = 0.0, False, 0, 0
         for k, (context, response) in enumerate(mine, 1):
             assert not env.done
             parsed = parse_answer(prefix + tok.decode(response, skip_special_tokens=True), env.actions, per_turn,
@@ -327,6 +327,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
                     break
                 observation, reward, terminated, truncated, info = env.step(action)
                 executed_total += 1
+                effective += int(info["effective"])
                 env_reward += reward
                 success = info["success"]
             total += env_reward + (0.0 if parsed.format_ok else -0.1)
@@ -342,6 +343,7 @@ def check_rollout(tok, cfg, trajectories, recorder, seeds, groups):
         assert env.done or len(mine) == cfg.env.max_turns  # it ended for a reason
         assert t.reward == pytest.approx(total, abs=1e-9)
         assert t.success == success
+        assert (t.num_actions, t.num_effective) == (executed_total, effective)
 
 
 def test_grid_cells_are_single_tokens(tok_actor):
@@ -439,6 +441,18 @@ def test_rollout_decodes_each_distinct_reply_once_per_turn(tok_actor, monkeypatc
     assert [len(t.turns) for t in trajectories] == [2] * 6
     assert decoded == [up, left, up, left]  # per turn the two replies
     assert [[turn.actions for turn in t.turns] for t in trajectories] == [[["Up"], ["Up"]], [["Left"], ["Left"]]] * 3
+
+
+def test_step_env_counts_the_actions_and_skips_those_after_the_episode_ends():
+    """A still 2x2 lake, the goal at the bottom right: Left hits the border (no effect), Right moves, Down
+    reaches the goal and ends the episode, Up is skipped."""
+    env = make_env("frozenlake", is_slippery=False)
+    env.reset(seed=0, grid="P_\n_G")
+    t = rollout.Trajectory(seed=0, group=0)
+    assert rollout.step_env(env, ["Left", "Right"], t) == (0.0, ["Left", "Right"], False)
+    assert (t.num_actions, t.num_effective, t.success) == (2, 1, False)
+    assert rollout.step_env(env, ["Down", "Up"], t) == (1.0, ["Down"], True)
+    assert (t.num_actions, t.num_effective, t.success) == (3, 2, True)
 
 
 def test_rollout_masks_with_llm_policy(tok_actor):
