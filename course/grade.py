@@ -1,138 +1,482 @@
-"""Grade the exercises: run each exercise's tests in a process of its own, print pass/fail and points, write
-a JSON report in the format Gradescope's autograder reads.
+"""Grade the exercises: print each exercise's points and every failing test with its message, and write the report
+Gradescope's autograder reads.
 
-    python course/grade.py                     # visible tests (course/tests/)
-    python course/grade.py --hidden            # also the hidden tests (course/hidden/, instructors only)
-    python course/grade.py --json results.json --only ex4-gae --timeout 60
+    python course/grade.py                      # a student's own check, in their copy: the visible tests
+    python course/grade.py --submission DIR --hidden --json results.json     # the instructor's grading
+    python course/grade.py --only ex4-gae --timeout 30
 
-An exercise's points (course/adapters.py) are shared among its tests by weight (a test module's WEIGHTS,
-1 by default); a test earns its share when it passes. Each exercise's tests run in a fresh process with a
-time limit, so a student's infinite loop, crash or syntax error costs only the exercises it touches: an
-import error gives 0 to the exercises of that file and puts the error's first lines in the report.
+How it grades (course/README.md says why, and what it cannot stop):
+- In the instructor's repository it builds a fresh tree from the release (the student copy,
+  course/make_student_copy.py) and copies in only the exercised files (MODULES) from the submission
+  (DIR, or this repository's own solution without --submission). Nothing else a student wrote is ever on
+  the path: no sitecustomize.py, conftest.py, pytest.ini or plugin of theirs.
+- The student's code runs only in child processes (course/grading_plugin.py), started with `python -I -B`,
+  a pytest.ini the grader writes, no conftest, no plugin but the grader's own and no PYTEST_* variables.
+  Each child reports over a pipe, test by test; this process alone scores and writes the reports.
+- First a child imports the exercised modules one by one, with a time limit: a module that fails or hangs
+  costs the exercises that need it once, with one message, and is refused at once in the later children.
+- Then each exercise's visible tests run in a child of their own, and only after every one has ended (and
+  whatever they left running is killed) the hidden tests, which the grader read before starting any child.
+  A test that runs past --timeout is failed, its process killed, and the exercise's remaining tests go on in
+  a fresh one.
+- results.json, which students see, names no hidden test and quotes no message of one, and no visible
+  message that quotes the hidden files; --teacher-json writes the full report, and stdout prints it (the
+  report tells Gradescope to hide stdout from students).
+- --user NAME (grade.py running as root) runs the children as NAME, who must be unable to read this
+  repository: what makes the solution and the hidden files unreadable to the student's code, and the grader
+  out of its reach. A process boundary alone does not (course/README.md says what the container must do).
+
+An exercise's points (course/adapters.py) are shared among its tests by weight (a test module's WEIGHTS, 1 by
+default); a test earns its share when it passes.
 """
 import argparse
+import ast
 import concurrent.futures
-import glob
+import ctypes
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections import namedtuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from adapters import EXERCISES  # noqa: E402  (it imports no exercise module)
 
-ERROR_LINES = 12  # of an import error's traceback: its last lines name the file, line and error
-VISIBILITY = {"visible": "visible", "hidden": "after_published"}  # Gradescope shows hidden results once published
+# The exercised modules, each before those that import it (rollout imports envs; ragen_mini imports all three), so
+# that the import check blames a hang on the module that hangs, not on one that imports it.
+MODULES = ("envs", "starpo", "rollout", "ragen_mini")
+PLUGIN = os.path.join("course", "grading_plugin.py")  # the child's program, in the graded tree
+PINNED_INI = """[pytest]
+markers =
+    slow: trains or evaluates whole runs
+"""
+ERROR_LINES = 12  # of a traceback: its last lines name the file, line and error
+MESSAGE_CHARS = 1500  # of a failure's message: the assertion and its values, not pages
+HEADLINE_CHARS = 200  # of the summary line's message
+REPORT_BYTES = 4_000_000  # what one child may send; more is a flood, and the child is stopped
+OUTPUT_CHARS = 4000  # of a child's own stdout and stderr, kept for a message when no test ran
+SECRET_CHARS = 16  # a line of a hidden file this long, found in a visible message, withholds that message
+WITHHELD = "(the grader withheld this message: it quotes the hidden tests)"
+VISIBILITY = {"visible": "visible", "hidden": "after_published"}  # Gradescope shows hidden rows once published
 
 
-def test_files(exercise, hidden):
-    number = exercise.split("-")[0]  # ex4
-    files = sorted(glob.glob(os.path.join(HERE, "tests", f"test_{number}_*.py")))
-    if hidden:
-        files += sorted(glob.glob(os.path.join(HERE, "hidden", f"test_{number}_*.py")))
-    return files
+class GradingError(Exception):
+    """A problem with the grader's input (its arguments, the submission, the repository): one line, no traceback."""
 
 
-def part_of(nodeid):
-    return "hidden" if nodeid.replace(os.sep, "/").startswith("course/hidden/") else "visible"
+# ---------------------------------------------------------------------------------------------- the tree
+def build_tree(submission, workdir):
+    """The folder the tests run in, and {module: (why it cannot be graded, in one line)} for the exercised files
+    the submission lacks.
+
+    In the instructor's repository (it holds course/hidden/): the release, as make_student_copy writes it, in
+    workdir/tree, with the submission's exercised files (MODULES) copied over its stubs; submission None
+    grades this repository's own files (the solution). In a student copy: the copy itself."""
+    if not os.path.isdir(os.path.join(HERE, "hidden")):
+        if submission is not None:
+            raise GradingError("--submission needs the instructor's repository (with course/hidden/); in a "
+                               "student copy, grade.py grades the copy itself")
+        return ROOT, {}
+    from make_student_copy import make_student_copy
+    tree = os.path.join(workdir, "tree")
+    try:
+        make_student_copy(tree, ROOT)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise GradingError(f"could not build the release from {ROOT} (a git checkout of the course): {error}")
+    source, missing = submission or ROOT, {}
+    for module in MODULES:
+        path = os.path.join(source, f"{module}.py")
+        if os.path.islink(path):  # a link could point at the instructor's solution
+            missing[module] = (f"{module}.py is a link in the submission; submit the file itself",) * 2
+        elif not os.path.isfile(path):
+            missing[module] = (f"the submission has no {module}.py (it belongs at the top of the submitted folder)",
+                               f"the submission has no {module}.py")
+        else:
+            shutil.copyfile(path, os.path.join(tree, f"{module}.py"))
+    return tree, missing
 
 
-def short(nodeid):
-    """course/tests/test_ex4_gae.py::test_x[1] -> test_x[1]"""
-    return nodeid.split("::", 1)[-1]
+def read_tests(folder, exercise):
+    """{file name: source} of an exercise's test files in the folder (test_ex4_*.py for ex4-gae)."""
+    prefix = f"test_{exercise.split('-')[0]}_"
+    found = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.startswith(prefix) and name.endswith(".py"):
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                found[name] = f.read()
+    return found
 
 
-def last_lines(text, n=ERROR_LINES):
-    return "\n".join(text.strip().splitlines()[-n:])
+def tests_in(source):
+    """[(test function name, weight)] of a test file, read from its source (nothing of it runs here): pytest's test
+    functions (top-level, named test*), weighted by the module's WEIGHTS dict (1 by default)."""
+    tree = ast.parse(source)
+    weights = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WEIGHTS" for t in node.targets):
+            weights = ast.literal_eval(node.value)
+    return [(node.name, weights.get(node.name, 1)) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")]
 
 
-def run_exercise(exercise, files, timeout):
-    """Run the files' tests in a fresh pytest process; -> (events, exit code or None on timeout, output)."""
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        results = os.path.join(tmp, "results.jsonl")
-        env = dict(os.environ, GRADE_RESULTS=results, PYTHONPATH=os.pathsep.join([HERE, ROOT]),
-                   PYTHONDONTWRITEBYTECODE="1")
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest",
-                   "-p", "grading_plugin", *[os.path.relpath(f, ROOT) for f in files]]
+# ---------------------------------------------------------------------------------------------- the children
+class Place(namedtuple("Place", "tree workdir user")):
+    """Where the children run: the graded tree (their working folder), the grader's own folder for the pinned
+    pytest.ini and their output, and the user they run as (a pwd entry, or None for this process's user)."""
+
+
+def as_user(place):
+    """subprocess.Popen's arguments for the child's user and environment. The environment is this one without
+    PYTEST_* (PYTEST_ADDOPTS, PYTEST_PLUGINS could add plugins or options), with pytest's plugin autoloading off
+    (python -I ignores the PYTHON* variables); a child of another user gets that user's name and a home of its
+    own in the grader's folder, and no group of this process."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    if place.user is None:
+        return {"env": env}
+    env.update(HOME=os.path.join(place.workdir, "home"), USER=place.user.pw_name, LOGNAME=place.user.pw_name)
+    return {"env": env, "user": place.user.pw_uid, "group": place.user.pw_gid, "extra_groups": []}
+
+
+def check_user(place, teacher):
+    """Make the grader's folder passable for place.user (not listable) and give it a home there; then, as that
+    user, run Python in the tree and try to read the instructor's files (teacher: the solution and the hidden
+    tests). -> None when the user can run the tests and read none of them, else the problem in one line."""
+    os.chmod(place.workdir, 0o711)
+    home = os.path.join(place.workdir, "home")
+    os.mkdir(home, 0o700)
+    os.chown(home, place.user.pw_uid, place.user.pw_gid)
+    hidden = os.path.join(HERE, "hidden")
+    private = ([os.path.join(ROOT, f"{m}.py") for m in MODULES] +
+               [os.path.join(hidden, name) for name in sorted(os.listdir(hidden))]) if teacher else []
+    try_to_read = "import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path).close()\n        print(path)\n" \
+                  "    except OSError:\n        pass\n"
+    name = place.user.pw_name
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", try_to_read, *private], cwd=place.tree,
+                              capture_output=True, text=True, timeout=120, **as_user(place))
+    except (OSError, subprocess.SubprocessError) as error:  # it may not even enter the tree
+        return f"user {name} cannot run {sys.executable} in {place.tree}: {error}"
+    if done.returncode != 0:
+        return f"user {name} cannot run {sys.executable} in {place.tree}: {last_lines(done.stderr, place.tree, 1)}"
+    if done.stdout.split():
+        return (f"user {name} can read {done.stdout.split()[0]}: make the instructor's repository unreadable to it "
+                f"(chmod -R o-rwx {ROOT}, and keep {name} out of its group)")
+    return None
+
+
+def kill_group(process):
+    """Kill the child and every process of its group (it leads one: start_new_session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def run_child(job, place, first_wait, next_wait):
+    """Run one child on the job, in place.tree and as place.user (None: this process's user), and follow its
+    events. -> (events, ending, exit code, its output's end).
+
+    The child has `first_wait` seconds until its first event and `next_wait` from each event to the next, and is
+    killed when they run out (ending "timeout"), or when it sends more than REPORT_BYTES ("flood"); else the
+    ending is "exited". Lines that are not JSON objects with an "event" are dropped."""
+    read_end, write_end = os.pipe()
+    job = dict(job, root=place.tree, report_fd=write_end)
+    with tempfile.TemporaryFile(dir=place.workdir) as output:
+        process = subprocess.Popen([sys.executable, "-I", "-B", os.path.join(place.tree, PLUGIN)], cwd=place.tree,
+                                   stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT,
+                                   pass_fds=[write_end], start_new_session=True, **as_user(place))
+        os.close(write_end)  # the child's copy stays open; when its last holder exits, the pipe reads empty
         try:
-            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-            code, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as stopped:
-            code, output = None, (stopped.stdout or b"").decode(errors="replace") if isinstance(
-                stopped.stdout, bytes) else (stopped.stdout or "")
-        events = []
-        if os.path.exists(results):
-            with open(results) as f:
-                events = [json.loads(line) for line in f if line.endswith("\n")]
-    return events, code, output
+            process.stdin.write((json.dumps(job) + "\n").encode())
+            process.stdin.close()
+        except BrokenPipeError:  # it ended before reading the job; its output says why
+            pass
+        events, pending, received = [], b"", 0
+        deadline, ending = time.monotonic() + first_wait, None
+        while ending is None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                ending = "timeout"
+                break
+            # Short waits: a process the child started may hold the pipe open after the child has exited.
+            if not select.select([read_end], [], [], min(wait, 0.2))[0]:
+                if process.poll() is not None and not select.select([read_end], [], [], 0)[0]:
+                    ending = "exited"
+                continue
+            chunk = os.read(read_end, 65536)
+            received += len(chunk)
+            if not chunk or received > REPORT_BYTES:
+                ending = "exited" if not chunk else "flood"
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and isinstance(event.get("event"), str):
+                    events.append(event)
+                    deadline = time.monotonic() + next_wait
+        os.close(read_end)
+        if ending == "exited":  # give it a moment to exit by itself, so that its exit code is its own
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(process)
+        output.seek(0, os.SEEK_END)
+        output.seek(max(0, output.tell() - OUTPUT_CHARS))
+        tail = output.read().decode(errors="replace")
+    return events, ending, process.returncode, tail
 
 
-def score_exercise(exercise, points, events, code, output, timeout):
-    """Gradescope rows of one exercise: one per test (name, score, max_score, output, visibility), or one
-    row with max_score = the exercise's points when its tests could not run at all."""
-    errors = [e for e in events if e["event"] == "collect_error"]
-    collected = [e for e in events if e["event"] == "collected"]
-    if errors or not collected:
-        if errors:
-            message = "\n\n".join(f"could not import {e['file']}:\n{last_lines(e['message'])}" for e in errors)
-        elif code is None:
-            message = f"the tests did not start within the {timeout:g} s time limit"
+def last_lines(text, tree, n=ERROR_LINES):
+    """The text's last n lines, with the graded tree's path taken out of file names."""
+    return "\n".join(text.replace(os.path.join(tree, ""), "").strip().splitlines()[-n:])
+
+
+def check_imports(modules, place, import_timeout):
+    """Import the modules in MODULES' order in a child. -> ({module: None if it imports, else (why not, in one
+    line)}, {module: why} of those that hung or ended the process, which the test processes must not import).
+
+    A module whose import hangs or ends the process is blocked, and a fresh child goes on with the modules
+    after it; a module that imports a blocked one fails at once, naming it. So a hang costs its time limit once."""
+    tree, status, blocked = place.tree, {}, {}
+    todo = [m for m in MODULES if m in modules]
+    while todo:
+        events, ending, code, output = run_child({"mode": "probe", "modules": todo, "blocked": blocked}, place,
+                                                 import_timeout, import_timeout)
+        current = None
+        for event in events:
+            module = event.get("module")
+            if module not in todo or module in status:
+                continue
+            if event["event"] == "importing":
+                current = module
+            elif event["event"] == "imported":
+                status[module] = None
+            elif event["event"] == "import_error":
+                by = event.get("blocked_by")
+                status[module] = ((f"it imports {by}.py: {blocked[by]}",) * 2 if by in blocked else
+                                  (last_lines(str(event.get("message")), tree),
+                                   last_lines(str(event.get("headline")), tree, 1)))
+        if current is not None and current not in status:  # the child stopped inside this import
+            why = (f"its import did not finish within {import_timeout:g} s (an endless loop at import time?)"
+                   if ending == "timeout" else f"its import ended the process (exit code {code})")
+            status[current], blocked[current] = (why, why), why
+        elif not any(m in status for m in todo):  # the child never began: the reason is in its own output
+            status.update({m: (f"the import check did not run (exit code {code}):\n{last_lines(output, tree)}",
+                               f"the import check did not run (exit code {code})") for m in todo})
+        todo = [m for m in todo if m not in status]
+    return status, blocked
+
+
+def run_part(tests, place, blocked, timeout, import_timeout):
+    """Run one part (an exercise's visible or its hidden tests) in children. tests: [(file, name)], file relative
+    to the tree; blocked: {module: why} of the modules the children must not import.
+    -> ({(file, name): (passed, message, headline)}, None), or ({}, why no test could run).
+
+    A test that runs past `timeout`, or during which the child ended, fails, and the tests after it run in a
+    fresh child; what a child that finished (or made no progress) left without a result failed too."""
+    tree, done = place.tree, {}
+    while todo := [key for key in tests if key not in done]:
+        job = {"mode": "tests", "tests": [f"{file}::{name}" for file, name in todo], "blocked": blocked,
+               "ini": os.path.join(place.workdir, "pytest.ini")}
+        events, ending, code, output = run_child(job, place, import_timeout, timeout)
+        errors = [e for e in events if e["event"] == "collect_error"]
+        if errors and not done:
+            return {}, "\n\n".join(f"could not import {e.get('file')}:\n{last_lines(str(e.get('message')), tree)}"
+                                    for e in errors)
+        results, current = outcomes(events, todo)
+        done.update(results)
+        finished = any(e["event"] == "finished" for e in events)
+        if current is not None and current not in done and not finished:  # the child stopped inside this test
+            why = {"timeout": f"did not finish within the {timeout:g} s time limit of one test",
+                   "flood": f"the test process sent the grader more than {REPORT_BYTES // 10 ** 6} MB",
+                   "exited": f"the test process ended during this test (exit code {code}; sys.exit or os._exit?)"}
+            done[current] = (False, why[ending], why[ending])
+        if not done and current is None:  # the first child got to no test
+            if ending == "timeout":
+                return {}, (f"the tests did not start within {import_timeout:g} s (importing them, and the code "
+                            "they import, took longer)")
+            return {}, f"no test ran (exit code {code}):\n{last_lines(output, tree)}"
+        if finished or not any(key in done for key in todo):  # all that would run ran, or no progress
+            why = ("no result: the grader never saw this test's function return or raise" if finished
+                   else f"no result: the test process stopped ({ending})")
+            done.update({key: (False, why, why) for key in todo if key not in done})
+    return done, None
+
+
+def outcomes(events, tests):
+    """What a child's events say of the tests [(file, name)]. -> ({(file, name): (passed, message, headline)} of
+    the tests with a result, the last test that started or None). A test passes when it reported 'passed' and no
+    'failed' (a failing teardown fails a test that passed); a parametrized one, when all its cases do."""
+    seen, current = {}, None  # (file, name) -> [passed, first failure (message, headline) or None]
+    for event in events:
+        file, _, rest = str(event.get("test")).partition("::")
+        key = (file, rest.split("[")[0])
+        if key not in tests:
+            continue
+        outcome = seen.setdefault(key, [False, None])
+        if event["event"] == "started":
+            current = key
+        elif event["event"] == "passed":
+            outcome[0] = True
+        elif event["event"] == "failed" and outcome[1] is None:
+            outcome[1] = (str(event.get("message")), str(event.get("headline")))
+    results = {key: (False, *failure) if failure else (True, "", "") for key, (passed, failure) in seen.items()
+               if failure or passed}
+    return results, current
+
+
+# ---------------------------------------------------------------------------------------------- grading
+def row(exercise, part, name, share, passed, message="", headline=""):
+    """One row of the report: the test's name, its share of the points, earned when it passed, and its message
+    and headline cut to MESSAGE_CHARS and HEADLINE_CHARS."""
+    return {"exercise": exercise, "part": part, "name": f"{exercise} {part}: {name}" if part else f"{exercise}: {name}",
+            "score": share if passed else 0.0, "max_score": share, "passed": passed,
+            "output": message if len(message) <= MESSAGE_CHARS else message[:MESSAGE_CHARS] + "\n  ...",
+            "headline": headline if len(headline) <= HEADLINE_CHARS else headline[:HEADLINE_CHARS] + " ..."}
+
+
+def grade(exercises, place, hidden, missing, timeout, import_timeout, jobs):
+    """{exercise: rows} and {module: None or why it cannot be imported}. hidden: {exercise: {file name: source}},
+    read before any child started, or None for the visible tests only. missing: {module: (why, headline)} from
+    build_tree. Each row: exercise, part ("visible", "hidden", or None for a row of the whole exercise), name,
+    score, max_score, passed, output (the message) and headline (its summary line)."""
+    tree = place.tree
+    visible = {x: read_tests(os.path.join(tree, "course", "tests"), x) for x in exercises}
+    parts = {x: [("visible", f"course/tests/{f}", s) for f, s in visible[x].items()] +
+             [("hidden", f"course/hidden/{f}", s) for f, s in (hidden or {}).get(x, {}).items()] for x in exercises}
+    needed = {EXERCISES[x][0] for x in exercises}
+    imported, blocked = check_imports(needed - set(missing), place, import_timeout)
+    modules = {**missing, **imported}
+    stop_leftovers()  # what the student's modules started at import time
+    graded, weights = {}, {}  # weights: {exercise: [(part, file, test, weight)]} of the exercises that run
+    for exercise in exercises:  # the exercises that cannot run get their one row now
+        module, _, points = EXERCISES[exercise]
+        try:
+            tests, unreadable = [(part, file, name, weight) for part, file, source in parts[exercise]
+                                 for name, weight in tests_in(source)], None
+        except (SyntaxError, ValueError) as error:  # a student's own check, with a test file they broke
+            tests, unreadable = [], f"could not read the test files: {error}"
+        if modules.get(module):
+            why, headline = modules[module]
+            graded[exercise] = [row(exercise, None, f"could not import {module}.py", points, False,
+                                    f"could not import {module}.py: {why}", headline)]
+        elif not tests:
+            why = unreadable or f"no test in course/tests/test_{exercise.split('-')[0]}_*.py"
+            graded[exercise] = [row(exercise, None, "no tests", points, False, why, why)]
         else:
-            message = f"no test ran (pytest exit code {code}):\n{last_lines(output)}"
-        part = part_of(errors[0]["file"]) if errors else "visible"
-        return [{"name": f"{exercise}: could not run its tests", "score": 0.0, "max_score": points,
-                 "output": message, "visibility": "visible", "part": part, "passed": False}]
-    outcome = {}
-    for e in events:
-        if e["event"] == "result":
-            ok, message = outcome.get(e["test"], (True, ""))
-            outcome[e["test"]] = (ok and e["passed"], message or e["message"])
-    started = [e["test"] for e in events if e["event"] == "started"]
-    total_weight = sum(e["weight"] for e in collected)
-    rows = []
-    for e in collected:
-        test = e["test"]
-        if test in outcome:
-            passed, message = outcome[test]
-        elif code is None and started and started[-1] == test:
-            passed, message = False, f"did not finish: the exercise's {timeout:g} s time limit ran out here"
-        else:
-            passed = False
-            message = ("not run: the time limit ran out on an earlier test" if code is None
-                       else f"no result (pytest exit code {code}):\n{last_lines(output)}")
-        share = points * e["weight"] / total_weight
-        part = part_of(test)
-        rows.append({"name": f"{exercise} {part}: {short(test)}", "score": share if passed else 0.0,
-                     "max_score": share, "output": message, "visibility": VISIBILITY[part],
-                     "part": part, "passed": passed})
-    return rows
+            weights[exercise] = tests
+    results = {}
+
+    def one(task):
+        exercise, part = task
+        keys = [(file, name) for p, file, name, _ in weights[exercise] if p == part]
+        return task, run_part(keys, place, blocked, timeout, import_timeout)
+
+    for part in ("visible", "hidden"):
+        if part == "hidden" and hidden:
+            write_hidden(tree, hidden)
+        tasks = [(x, part) for x in weights if any(p == part for p, *_ in weights[x])]
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each part is a process of its own
+            results.update(pool.map(one, tasks))
+        stop_leftovers()  # nothing a visible child started is still running when the hidden tests arrive
+    remove_hidden(tree)
+    for exercise, tests in weights.items():
+        points, total = EXERCISES[exercise][2], sum(w for *_, w in tests)
+        rows = []
+        for part in ("visible", "hidden"):
+            if (exercise, part) not in results:
+                continue
+            done, failed = results[exercise, part]
+            shares = [(file, name, points * w / total) for p, file, name, w in tests if p == part]
+            if failed:
+                rows.append(row(exercise, part, "could not run its tests", sum(s for *_, s in shares), False, failed,
+                                failed.splitlines()[0]))
+            else:
+                rows += [row(exercise, part, name, share, *done[file, name]) for file, name, share in shares]
+        graded[exercise] = rows
+    return {x: graded[x] for x in exercises}, modules
 
 
-def grade(hidden=False, only=None, timeout=120.0, jobs=None):
-    """{exercise: rows}, in EXERCISES' order."""
-    if hidden and not glob.glob(os.path.join(HERE, "hidden", "test_*.py")):
-        raise SystemExit(f"grade.py: --hidden needs the hidden tests in {os.path.join(HERE, 'hidden')}, and there "
-                         "are none. Copy course/hidden/ from the instructor's repository into this copy, or grade "
-                         "without --hidden.")
-    chosen = [x for x in EXERCISES if only is None or x in only]
-    jobs = jobs or min(4, os.cpu_count() or 1)
-
-    def one(exercise):
-        files = test_files(exercise, hidden)
-        if not files:
-            return [{"name": f"{exercise}: could not run its tests", "score": 0.0, "max_score": EXERCISES[exercise][2],
-                     "output": f"no test file course/tests/test_{exercise.split('-')[0]}_*.py", "visibility": "visible",
-                     "part": "visible", "passed": False}]
-        return score_exercise(exercise, EXERCISES[exercise][2], *run_exercise(exercise, files, timeout), timeout)
-
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each exercise is a process of its own
-        return dict(zip(chosen, pool.map(one, chosen)))
+def write_hidden(tree, hidden):
+    """Put the hidden tests into the graded tree, course/hidden/, for the hidden part's children."""
+    folder = os.path.join(tree, "course", "hidden")
+    os.makedirs(folder, exist_ok=True)
+    for files in hidden.values():
+        for name, source in files.items():
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                f.write(source)
 
 
-def summary(graded):
+def remove_hidden(tree):
+    """Take the hidden tests out of the graded tree again."""
+    if tree != ROOT:  # a student copy has no hidden tests; never delete the instructor's own
+        shutil.rmtree(os.path.join(tree, "course", "hidden"), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- processes
+LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+
+
+def guard_this_process():
+    """On Linux: become the subreaper of everything the children start (a process that detaches itself, by a
+    double fork or setsid, is still ours, and stop_leftovers kills it), and make this process undumpable (a
+    process without CAP_SYS_PTRACE, even of this user, cannot read its memory or its files through /proc)."""
+    if LIBC is not None:
+        LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def orphans():
+    """The pids of this process's children: between parts, none but what a child left behind."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = f.read().rsplit(")", 1)[1].split()[1]  # the name, in parentheses, may hold spaces
+        except (OSError, IndexError):
+            continue  # it ended meanwhile
+        if parent == str(os.getpid()):
+            found.append(int(pid))
+    return found
+
+
+def stop_leftovers():
+    """Kill every process the children left running (a detached one rewriting results.json later, say), until
+    none is left: each one killed hands its own children to this process."""
+    if LIBC is None:
+        return
+    while left := orphans():
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in left:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------- reports
+def summary(graded, students=False, secrets=()):
+    """The printed summary: each exercise's points, then every failing test with its headline. For students
+    (results.json): no hidden test's name or message, only how many passed, and no visible message that quotes
+    the hidden files."""
     lines = []
     for exercise, rows in graded.items():
         score, maximum = sum(r["score"] for r in rows), EXERCISES[exercise][2]
@@ -140,33 +484,163 @@ def summary(graded):
         lines.append(f"{exercise:18s} {'PASS' if not failed else 'FAIL'}  {score:5.2f} / {maximum}  "
                      f"({len(rows) - len(failed)} of {len(rows)} tests passed)")
         for r in failed:
-            first = r["output"].splitlines()[0] if r["output"] else ""
-            lines.append(f"    FAILED {r['name']}: {first}")
-    total, maximum = sum(r["score"] for rows in graded.values() for r in rows), sum(
-        EXERCISES[x][2] for x in graded)
-    lines.append(f"total {total:.2f} / {maximum}")
-    return "\n".join(lines), total
+            if not (students and r["part"] == "hidden"):
+                lines.append(f"    FAILED {r['name']}: {scrub(r['headline'], secrets) if students else r['headline']}")
+        hidden = [r for r in rows if r["part"] == "hidden"]
+        if students and hidden:
+            lines.append(f"    hidden tests: {sum(r['passed'] for r in hidden)} of {len(hidden)} passed")
+    total = sum(r["score"] for rows in graded.values() for r in rows)
+    lines.append(f"total {total:.2f} / {sum(EXERCISES[x][2] for x in graded)}")
+    return "\n".join(lines)
 
 
-def gradescope(graded, text, total):
-    """Gradescope's results.json: score, output, and tests[] with name, score, max_score, output, visibility."""
-    tests = [{key: r[key] for key in ("name", "score", "max_score", "output", "visibility")}
-             for rows in graded.values() for r in rows]
-    return {"score": round(total, 2), "output": text, "tests": tests}
+def secret_lines(hidden_texts, visible_texts):
+    """The lines of the hidden files (tests and references) a visible message must not quote: stripped, at least
+    SECRET_CHARS long, and in no visible file."""
+    shown = "\n".join(visible_texts)
+    lines = {line.strip() for text in hidden_texts for line in text.splitlines()}
+    return {line for line in lines if len(line) >= SECRET_CHARS and line not in shown}
+
+
+def scrub(text, secrets):
+    """The text, or WITHHELD when it quotes a secret line."""
+    return WITHHELD if any(secret in text for secret in secrets) else text
+
+
+def gradescope(graded, secrets):
+    """Gradescope's results.json, as students see it: score, output (the students' summary), stdout hidden (it
+    prints the full report), and tests: one row per visible test (name, score, max_score, output, visibility) and
+    one row per exercise for its hidden tests, which says how many passed."""
+    tests = []
+    for exercise, rows in graded.items():
+        tests += [{"name": r["name"], "score": r["score"], "max_score": r["max_score"],
+                   "output": scrub(r["output"], secrets), "visibility": "visible"}
+                  for r in rows if r["part"] != "hidden"]
+        hidden = [r for r in rows if r["part"] == "hidden"]
+        if hidden:
+            tests.append({"name": f"{exercise} hidden tests", "score": sum(r["score"] for r in hidden),
+                          "max_score": sum(r["max_score"] for r in hidden),
+                          "output": f"{sum(r['passed'] for r in hidden)} of {len(hidden)} hidden tests passed",
+                          "visibility": VISIBILITY["hidden"]})
+    total = sum(r["score"] for rows in graded.values() for r in rows)
+    return {"score": round(total, 2), "output": summary(graded, students=True, secrets=secrets),
+            "stdout_visibility": "hidden", "tests": tests}
+
+
+def teacher_report(graded, modules):
+    """The full report: every row with its name and message, and each exercised module's import check."""
+    return {"score": round(sum(r["score"] for rows in graded.values() for r in rows), 2),
+            "output": summary(graded), "modules": {m: why and why[0] for m, why in modules.items()},
+            "tests": [{"name": r["name"], "score": r["score"], "max_score": r["max_score"], "output": r["output"],
+                       "visibility": VISIBILITY[r["part"] or "visible"]} for rows in graded.values() for r in rows]}
+
+
+def write_json(path, report):
+    """Write the report in one step (a reader never sees half a file)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(temporary, path)
+
+
+def positive(text):
+    """An argument that must be a number above 0 (seconds)."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def count(text):
+    """An argument that must be a whole number, 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {text}")
+    return value
+
+
+def writable(path):
+    """A report's path, whose folder must exist (so that a typo stops the grader before it grades)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{path}: the folder {folder} does not exist")
+    return os.path.abspath(path)
+
+
+def main(argv=None):
+    """The command line (argv: its arguments, sys.argv's by default): grade, print the full summary, write the
+    reports. Bad arguments, or a submission or repository it cannot grade, stop it with one line (exit code 2)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--submission", metavar="DIR", help="the student's folder: its exercised files "
+                        f"({', '.join(m + '.py' for m in MODULES)}) are graded (the instructor's repository only)")
+    parser.add_argument("--hidden", action="store_true", help="also run the hidden tests (course/hidden/)")
+    parser.add_argument("--json", metavar="FILE", type=writable, help="write results.json there (Gradescope's "
+                        "format, as students see it)")
+    parser.add_argument("--teacher-json", metavar="FILE", type=writable,
+                        help="write the full report there: every test's name and message, hidden ones included")
+    parser.add_argument("--only", nargs="+", choices=list(EXERCISES), metavar="EXERCISE",
+                        help=f"grade these exercises only ({', '.join(EXERCISES)})")
+    parser.add_argument("--timeout", type=positive, default=60.0, help="seconds one test may run (default 60)")
+    parser.add_argument("--import-timeout", type=positive, default=60.0,
+                        help="seconds an exercised module's import, or a part's start, may take (default 60)")
+    parser.add_argument("--jobs", type=count, metavar="N",
+                        help="test processes at once (default: up to 4, one per core)")
+    parser.add_argument("--user", metavar="NAME", help="run the student's code as this user (grade.py runs as root), "
+                        "who must not be able to read this repository: see course/README.md")
+    args = parser.parse_args(argv)
+    if os.name != "posix":  # process groups, SIGKILL and pipes passed to children are POSIX's
+        parser.error("the grader runs on Linux or macOS; on Windows, run it in WSL")
+    user = None
+    if args.user is not None:
+        import pwd  # POSIX only, like the grader
+        try:
+            user = pwd.getpwnam(args.user)
+        except KeyError:
+            parser.error(f"--user {args.user}: no such user")
+        if os.geteuid() != 0:
+            parser.error("--user needs grade.py to run as root: it starts the test processes as that user")
+    if args.submission is not None and not os.path.isdir(args.submission):
+        parser.error(f"--submission {args.submission}: no such folder")
+    hidden_folder = os.path.join(HERE, "hidden")
+    if args.hidden and not os.path.isdir(hidden_folder):
+        parser.error(f"--hidden needs the hidden tests in {hidden_folder}, and there are none. Copy course/hidden/ "
+                     "from the instructor's repository into this copy, or grade without --hidden.")
+    exercises = [x for x in EXERCISES if args.only is None or x in args.only]
+    guard_this_process()
+    # Everything this process reads from the hidden folder it reads now, before any student code runs (which
+    # could rewrite it): the hidden tests, and every file's text, which no visible message may quote.
+    hidden = {x: read_tests(hidden_folder, x) for x in exercises} if args.hidden else None
+    hidden_texts = []
+    for name in sorted(os.listdir(hidden_folder)) if args.hidden else []:
+        if name.endswith(".py"):
+            with open(os.path.join(hidden_folder, name), encoding="utf-8") as f:
+                hidden_texts.append(f.read())
+    with tempfile.TemporaryDirectory(prefix="grade-") as workdir:
+        try:
+            tree, missing = build_tree(args.submission and os.path.abspath(args.submission), workdir)
+        except GradingError as error:
+            parser.error(str(error))
+        place = Place(tree, workdir, user)
+        if user is not None and (problem := check_user(place, teacher=tree != ROOT)):
+            parser.error(f"--user: {problem}")
+        secrets = set()
+        if args.hidden:
+            shown = os.path.join(tree, "course", "tests")
+            visible_texts = [source for x in exercises for source in read_tests(shown, x).values()]
+            secrets = secret_lines(hidden_texts, visible_texts)
+            secrets |= {name for files in hidden.values() for source in files.values() for name, _ in tests_in(source)
+                        if not any(name in text for text in visible_texts)}
+        with open(os.path.join(workdir, "pytest.ini"), "w") as f:
+            f.write(PINNED_INI)
+        graded, modules = grade(exercises, place, hidden, missing, args.timeout, args.import_timeout,
+                                args.jobs or min(4, os.cpu_count() or 1))
+        stop_leftovers()
+    print(summary(graded))
+    if args.teacher_json:
+        write_json(args.teacher_json, teacher_report(graded, modules))
+    if args.json:
+        write_json(args.json, gradescope(graded, secrets))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hidden", action="store_true", help="also run course/hidden/")
-    parser.add_argument("--json", metavar="FILE", help="write the report there (Gradescope's results.json format)")
-    parser.add_argument("--only", nargs="+", choices=list(EXERCISES), metavar="EXERCISE",
-                        help=f"grade these exercises only ({', '.join(EXERCISES)})")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per exercise (default 120)")
-    parser.add_argument("--jobs", type=int, help="exercises graded at once (default: up to 4, one per core)")
-    args = parser.parse_args()
-    graded = grade(args.hidden, args.only, args.timeout, args.jobs)
-    text, total = summary(graded)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(gradescope(graded, text, total), f, indent=1)
+    main()

@@ -1,48 +1,175 @@
-"""The pytest plugin course/grade.py loads into each exercise's test process: it writes one JSON line per
-event to the file named by $GRADE_RESULTS, at once, so that a process killed at the time limit still
-leaves the results of the tests that finished and the name of the one that was running.
+"""The grader's child process: the one place where a student's code runs while grading. course/grade.py starts
+one to check that the exercised modules import, then one for each exercise's visible tests and one for its hidden
+tests:
 
-A test's weight (its share of the exercise's points) is 1 unless its module's WEIGHTS dict names it:
-    WEIGHTS = {"test_the_worked_example": 3}
+    python -I -B course/grading_plugin.py        (grade.py writes the job, one JSON line, to its stdin)
+
+It tells grade.py what happens over a pipe that grade.py opened for it (the job's `report_fd`), one JSON line per
+event, sent at once: grade.py times each test by these events and kills this process when one runs too long, and
+it alone turns the events into points and writes the reports.
+
+A test passes when the grader's own wrapper around the test function saw it return; an exception out of it
+(an assertion, a stub's NotImplementedError, pytest.skip) fails it, with the exception's message. pytest's reports,
+hooks and plugins decide nothing, so a hook that rewrites reports earns nothing. What this process cannot do is
+stop the student's code, which runs in it, from sending events of its own: course/README.md says what that means.
+
+Events:
+    {"event": "importing" | "imported", "module": m}           the import check (job mode "probe")
+    {"event": "import_error", "module": m, "message": traceback, "headline": one line, "blocked_by": module or None}
+    {"event": "collect_error", "file": path, "message": pytest's report}
+    {"event": "started", "test": nodeid}
+    {"event": "passed", "test": nodeid}
+    {"event": "failed", "test": nodeid, "message": text, "headline": one line}
+    {"event": "finished", "code": pytest's exit code}
 """
+import functools
+import importlib
 import json
 import os
+import sys
+import traceback
 
-MESSAGE_CHARS = 1500  # Gradescope shows the output as is: the assertion and its values, not pages of source
-
-
-def _write(record):
-    with open(os.environ["GRADE_RESULTS"], "a") as f:
-        f.write(json.dumps(record) + "\n")
+# The first lines pytest writes under an assertion's own message start with this (its explanation of the values)
+EXPLANATION = "assert "
 
 
-def _message(report):
-    """The failure's one-line summary (pytest's 'E ...' lines), then its location, cut to MESSAGE_CHARS."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    lines = [line[2:] for line in report.longreprtext.splitlines() if line.startswith("E ")]
-    text = "\n".join(lines) if lines else (crash.message if crash else report.longreprtext)
-    if crash is not None:
-        text += f"\n  at {os.path.basename(crash.path)}:{crash.lineno}"
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "\n  ..."
+class BlockedImport(ImportError):
+    """Raised instead of importing a module whose import hung (or ended the process) in the import check."""
+
+    def __init__(self, module, reason):
+        super().__init__(f"{module}.py was not imported: {reason}", name=module)
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        weights = getattr(item.module, "WEIGHTS", {}) if getattr(item, "module", None) else {}
-        _write({"event": "collected", "test": item.nodeid,
-                "weight": weights.get(getattr(item, "originalname", item.name), 1)})
+class Blocker:
+    """A finder, first on sys.meta_path, that refuses the blocked modules: a test that imports one fails at once
+    with the import check's reason, rather than hanging again and costing its own time limit."""
+
+    def __init__(self, blocked):
+        self.blocked = blocked  # {module: reason}
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.blocked:
+            raise BlockedImport(name, self.blocked[name])
+        return None  # the other finders import everything else as usual
 
 
-def pytest_collectreport(report):
-    if report.failed:  # an import or syntax error in the test file or in the code it imports
-        _write({"event": "collect_error", "file": report.nodeid, "message": report.longreprtext})
+def describe(error):
+    """(message, headline) of an exception that failed a test; an exception raised while another was being
+    handled (pytest.warns' "DID NOT WARN" over a stub's NotImplementedError) names that one too.
+
+    The message is pytest's text for it: for a failed `assert x == y, "why"` the assertion's own message ("why")
+    and then pytest's explanation of the values ("assert 1 == 2 ..."). The headline is one line for the summary:
+    the assertion's own message when it has one (a tensor's repr joined onto one line), else the explanation's
+    first line; for any other exception its type and message."""
+    message, headline = describe_one(error)
+    context = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    if context is not None:
+        first_message, first_headline = describe_one(context)
+        message += f"\n\nraised while handling {first_message}"
+        headline += f" (while handling {first_headline})"
+    return message, headline
 
 
-def pytest_runtest_logstart(nodeid, location):
-    _write({"event": "started", "test": nodeid})
+def describe_one(error):
+    if isinstance(error, AssertionError):
+        text = str(error)
+        lines = text.splitlines()
+        own = next((i for i, line in enumerate(lines) if line.startswith(EXPLANATION)), len(lines))
+        headline = " ".join(lines[:own]).strip() or (lines[own] if own < len(lines) else "")
+        return "AssertionError: " + text, " ".join(headline.split()) or "AssertionError"
+    if type(error).__name__ == "Skipped":  # pytest.skip(...) inside the test: it earns nothing
+        return f"skipped: {error}", f"skipped: {error}"
+    text = f"{type(error).__name__}: {error}"
+    return text, " ".join(text.split())
 
 
-def pytest_runtest_logreport(report):
-    if report.when == "call" or report.failed:  # a failing setup or teardown fails the test too
-        _write({"event": "result", "test": report.nodeid, "passed": report.passed,
-                "message": "" if report.passed else _message(report)})
+def located(message, error, test_file):
+    """The message with the line of the test file where the test failed: '... at test_ex4_gae.py:42'."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if os.path.abspath(frame.filename) == os.path.abspath(test_file)]
+    return message + (f"\n  at {os.path.basename(test_file)}:{frames[-1].lineno}" if frames else "")
+
+
+class Reporter:
+    """The pytest plugin of the test process: reports collection errors, each test's start, and what the wrapper
+    around each test function saw. `send(**event)` delivers an event."""
+
+    def __init__(self, send):
+        self.send = send
+
+    def pytest_collectreport(self, report):
+        if report.failed:  # an import or syntax error in a test file or in the code it imports
+            self.send(event="collect_error", file=report.nodeid, message=report.longreprtext)
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            item.obj = self.graded(item.obj, item.nodeid, str(item.path))
+
+    def graded(self, test, nodeid, test_file):
+        """The test function wrapped: 'passed' when it returns, 'failed' with the message when it raises."""
+        @functools.wraps(test)
+        def run(*args, **kwargs):
+            try:
+                result = test(*args, **kwargs)
+            except BaseException as error:  # an assertion, the stub's NotImplementedError, pytest.skip, sys.exit
+                message, headline = describe(error)
+                self.send(event="failed", test=nodeid, message=located(message, error, test_file), headline=headline)
+                raise
+            self.send(event="passed", test=nodeid)
+            return result
+        return run
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.send(event="started", test=nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        # A test whose setup fails or skips never reaches its function, so the wrapper reports nothing; say why.
+        # A failing teardown fails a test that had passed.
+        if report.when != "call" and (report.failed or report.skipped):
+            if report.skipped:
+                message = f"skipped: {report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr}"
+            else:
+                message = f"error in the test's {report.when}:\n{report.longreprtext}"
+            self.send(event="failed", test=report.nodeid, message=message, headline=message.splitlines()[0])
+
+
+def probe(modules, send):
+    """Import the modules one after another, reporting each: 'importing' first, so that grade.py knows which one
+    hangs or ends the process."""
+    for module in modules:
+        send(event="importing", module=module)
+        try:
+            importlib.import_module(module)
+        except BaseException as error:  # a syntax error, any exception, sys.exit at import time
+            blocked_by = error.name if isinstance(error, BlockedImport) else None
+            send(event="import_error", module=module, message="".join(traceback.format_exception(error)),
+                 headline=describe_one(error)[1], blocked_by=blocked_by)
+        else:
+            send(event="imported", module=module)
+
+
+def main():
+    """Read the job from stdin and do it: {"mode": "probe" | "tests", "root": the graded tree, "report_fd": int,
+    "blocked": {module: reason}, "modules": [...] (probe), "tests": [nodeid, ...] and "ini": path (tests)}."""
+    job = json.loads(sys.stdin.readline())
+    report = os.fdopen(job["report_fd"], "w")
+
+    def send(**event):
+        report.write(json.dumps(event) + "\n")
+        report.flush()  # at once: grade.py times the tests by these events
+
+    # python -I puts neither the working folder nor this script's folder on the path: the graded tree's modules
+    # and the course folder (adapters.py) are put there here, and nothing else.
+    sys.path[:0] = [os.path.join(job["root"], "course"), job["root"]]
+    sys.meta_path.insert(0, Blocker(job["blocked"]))
+    if job["mode"] == "probe":
+        probe(job["modules"], send)
+    else:
+        import pytest  # the test mode only: the import check needs no pytest
+        code = pytest.main(["-q", "-c", job["ini"], "--rootdir", job["root"], "--noconftest", "-p", "no:cacheprovider",
+                            *job["tests"]], plugins=[Reporter(send)])
+        send(event="finished", code=int(code))  # what ran has reported; what has not reported did not run
+
+
+if __name__ == "__main__":
+    main()

@@ -14,8 +14,8 @@ In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ...
 at the region's indentation, naming the exercise and its handout (so every exercise id needs a handout
 course/<id>.md); everything outside the regions is copied unchanged, so the student copy imports and runs
 its untouched parts. What would give solutions away is left out (LEFT_OUT: the hidden tests, the
-instructor guide, the course's own tests, raw logs), and a START_HERE.md tells the student where to begin
-and how to check their work.
+instructor guide, the course's and the grader's own tests, raw logs), and a START_HERE.md tells the student
+where to begin, how to check their work and what a syntax error costs.
 """
 import os
 import re
@@ -27,9 +27,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION (\S+)\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 # Left out of the copy: the hidden tests and their reference implementations, the instructor guide (it lists
-# every planted bug), the course's own tests (they quote solution lines to plant bugs) and the raw benchmark
-# logs (a compile log quotes the code it compiled).
-LEFT_OUT = ("course/hidden/", "course/README.md", "tests/test_course.py", "bench/results/")
+# every planted bug), the course's own tests and the grader's (they quote solution lines to plant bugs) and the
+# raw benchmark logs (a compile log quotes the code it compiled).
+LEFT_OUT = ("course/hidden/", "course/README.md", "tests/test_course.py", "tests/test_grader_",
+            "bench/results/")
 START_HERE = """# Start here
 
 This is the student copy of ragen-mini. The functions of the exercises raise `NotImplementedError`
@@ -40,9 +41,29 @@ work with
     python -m pytest -q course/tests       # the same tests, with pytest's own report
     python course/capstone.py              # all done: the Bandit to >= 0.95 on a CPU, with PPO and with GRPO
 
+`course/grade.py` runs on Linux and macOS (on Windows, in WSL); pytest runs the same tests anywhere.
+
 The project's own test suite (`python -m pytest tests`) fails on the unfinished exercises and passes once
 every exercise is done. The capstone's second part, an investigation of one of the paper's findings, is
 course/capstone-investigation.md.
+
+## What a syntax error costs
+
+Before it runs any test, the grader imports the four files you edit. A file that does not import (a syntax
+error, an exception at import time) or whose import does not finish within a minute scores 0 for every
+exercise that needs it, hidden tests included, however good the rest of your work is:
+
+| a syntax error in | scores 0 | points lost |
+| --- | --- | --- |
+| `envs.py` | ex1, ex2, ex9, ex10, ex11, ex12 | 60 of 130 points |
+| `starpo.py` | ex3, ex4, ex5, ex6, ex7, ex8, ex10, ex11, ex12, and ex9's test on SmolLM2 | about 100 of 130 |
+| `rollout.py` | ex9, ex10, ex11, ex12 | 40 of 130 points |
+| `ragen_mini.py` | ex10, ex11, ex12 | 30 of 130 points |
+
+(rollout.py and ragen_mini.py import envs.py; ragen_mini.py imports starpo.py and rollout.py.)
+
+So before you submit, run `python course/grade.py`: it names the file that does not import, and why.
+A test that runs longer than a minute fails (an endless loop costs that test, not the others).
 """
 
 

@@ -23,7 +23,7 @@ EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-t
              "ex7-value-loss": "value_loss", "ex8-filter": "select_groups_by_reward_std",
              "ex9-response-mask": "append_reply", "ex10-logprobs": "token_logprobs",
              "ex11-loss-normaliser": "loss_normaliser", "ex12-update": "update"}
-MODULES = ("envs", "starpo", "rollout", "ragen_mini")  # the exercised modules, each before those that import it
+from grade import MODULES  # noqa: E402  the exercised modules, each before those that import it
 # Functions that hold a second region of an exercise (their fingerprint may or may not show it)
 SECOND_REGIONS = {"logprob_and_entropy": "ex10-logprobs", "clipped_step": "ex12-update"}
 # The student copy has no solution markers and no course/hidden/: these tests are the instructor's.
@@ -34,6 +34,8 @@ instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
 @instructor_only
 def test_the_marked_exercises_are_found():
     assert set(exercises()) == set(EXERCISES)
+    # the grader copies exactly the files that hold solution regions from a submission
+    assert {place.split(":")[0] for place in exercises().values()} == {f"{m}.py" for m in MODULES}
 
 
 @pytest.mark.parametrize("text, problem", [
@@ -217,11 +219,15 @@ def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student
 
 
 def grade(cwd, *args, timeout=600):
-    """course/grade.py run in `cwd` with a JSON report: (the report or None, the finished process)."""
-    out = Path(tempfile.mkdtemp(prefix="grade-")) / "results.json"  # never in the graded folder
-    done = subprocess.run([sys.executable, "course/grade.py", "--json", str(out), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
-    return (json.loads(out.read_text()) if out.exists() else None), done
+    """course/grade.py run in `cwd` with its reports outside it: (results.json or None, the teacher's report or
+    None, the finished process)."""
+    out = Path(tempfile.mkdtemp(prefix="grade-test-"))  # never in the graded folder
+    done = subprocess.run([sys.executable, "course/grade.py", "--json", str(out / "results.json"), "--teacher-json",
+                           str(out / "teacher.json"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    reports = [json.loads(path.read_text()) if path.exists() else None
+               for path in (out / "results.json", out / "teacher.json")]
+    shutil.rmtree(out)
+    return (*reports, done)
 
 
 def points(report, part=None):
@@ -233,48 +239,60 @@ def points(report, part=None):
 @pytest.mark.slow
 def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy):
     """course/grade.py: the solution passes every visible and hidden test of every exercise; in the student copy
-    every test fails on the stubs, each named with its message. The report is Gradescope's results.json."""
-    report, done = grade(ROOT, "--hidden")
+    every test fails on the stubs, each named with its message. results.json is Gradescope's, with one row per
+    visible test and one per exercise for its hidden tests; the teacher's report has a row per test."""
+    report, teacher, done = grade(ROOT, "--hidden")
     assert report is not None, done.stderr
-    assert report["score"] == sum(points for *_, points in adapters.EXERCISES.values()), done.stdout
+    assert report["score"] == teacher["score"] == sum(points for *_, points in adapters.EXERCISES.values()), done.stdout
     for exercise in EXERCISES:
-        rows = [r for r in report["tests"] if r["name"].startswith(exercise + " ")]
+        rows = [r for r in teacher["tests"] if r["name"].startswith(exercise + " ")]
         assert sum(" visible: " in r["name"] for r in rows) >= 4 and sum(" hidden: " in r["name"] for r in rows) >= 4
         assert all(r["score"] == r["max_score"] > 0 and r["output"] == "" for r in rows), exercise
+        [hidden] = [r for r in report["tests"] if r["name"] == f"{exercise} hidden tests"]
+        assert hidden["score"] == pytest.approx(sum(r["score"] for r in rows if " hidden: " in r["name"]))
     assert {r["visibility"] for r in report["tests"]} == {"visible", "after_published"}
     assert all(set(r) == {"name", "score", "max_score", "output", "visibility"} for r in report["tests"])
 
-    report, done = grade(student_copy)
+    report, teacher, done = grade(student_copy)
     assert report["score"] == 0 and len(report["tests"]) >= 4 * len(EXERCISES), done.stdout
     for row in report["tests"]:
         exercise = row["name"].split(" ")[0]
         assert row["score"] == 0 and row["max_score"] > 0 and row["visibility"] == "visible", row
         assert f"NotImplementedError: exercise {exercise}" in row["output"], row
-    assert "FAILED ex4-gae visible: test_the_worked_example" in done.stdout
+    assert "FAILED ex4-gae visible: test_the_worked_example: NotImplementedError: exercise ex4-gae" in done.stdout
+
+
+def solution_with(where, module, old, new):
+    """A submission folder: the solution's exercised modules, `old` replaced by `new` once in `module`."""
+    where.mkdir()
+    for name in MODULES:
+        text = (ROOT / f"{name}.py").read_text()
+        if name == module:
+            assert text.count(old) == 1
+            text = text.replace(old, new)
+        (where / f"{name}.py").write_text(text)
+    return where
 
 
 @instructor_only
 @pytest.mark.slow
 def test_the_grader_survives_a_syntax_error_an_infinite_loop_and_no_hidden_tests(student_copy, tmp_path):
-    tree = mutant_tree(tmp_path / "broken")
-    starpo = tree / "starpo.py"
-    starpo.write_text(starpo.read_text().replace("def compute_gae(", "def compute_gae(:", 1))
-    report, done = grade(tree, "--only", "ex1-sokoban", "ex3-token-rewards")
+    broken = solution_with(tmp_path / "syntax", "starpo", "def compute_gae(", "def compute_gae(:")
+    report, _, done = grade(ROOT, "--submission", str(broken), "--only", "ex1-sokoban", "ex3-token-rewards")
     assert report is not None, done.stderr
     assert points(report) == (10, 20), done.stdout  # envs.py's exercise keeps its points
     [row] = [r for r in report["tests"] if r["name"].startswith("ex3-token-rewards")]
     assert "could not import" in row["output"] and "SyntaxError" in row["output"] and "starpo.py" in row["output"]
     assert row["max_score"] == 10
 
-    starpo.write_text((ROOT / "starpo.py").read_text().replace("    # BEGIN SOLUTION ex4-gae\n",
-                                                               "    # BEGIN SOLUTION ex4-gae\n    while True:\n"
-                                                               "        pass\n", 1))
-    report, done = grade(tree, "--only", "ex4-gae", "--timeout", "5")
+    looping = solution_with(tmp_path / "loop", "starpo", "    # BEGIN SOLUTION ex4-gae\n",
+                            "    # BEGIN SOLUTION ex4-gae\n    while True:\n        pass\n")
+    report, _, done = grade(ROOT, "--submission", str(looping), "--only", "ex4-gae", "--timeout", "2")
     assert report is not None and points(report) == (0, 15), done.stdout
-    assert any("time limit" in r["output"] for r in report["tests"]), report
+    assert all("time limit" in r["output"] for r in report["tests"]), report
 
-    report, done = grade(student_copy, "--hidden")
-    assert done.returncode == 1 and report is None and "Traceback" not in done.stderr
+    report, _, done = grade(student_copy, "--hidden")
+    assert done.returncode == 2 and report is None and "Traceback" not in done.stderr
     assert "--hidden needs the hidden tests" in done.stderr and "course/hidden" in done.stderr
 
 
@@ -375,23 +393,15 @@ def mutated(exercise, patches):
     return [(name, "".join(pieces[name])) for name in MODULES if name in changed]
 
 
-def mutant_tree(where):
-    """What grading needs (the two exercised modules and the course, hidden tests included) in a folder of its own."""
-    where.mkdir(parents=True)
-    shutil.copytree(ROOT / "course", where / "course", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pytest.ini", "envs.py", "starpo.py"):
-        shutil.copy(ROOT / name, where)
-    return where
-
-
 # Grades every mutant in one process (torch is imported once): each mutant's module replaces the real one in
-# sys.modules, the test modules are imported afresh, and grade.py's plugin and scoring count the points.
+# sys.modules, the test modules are imported afresh, and grade.py's plugin and its reading of the events score
+# each part (the visible and the hidden tests) by the tests' weights.
 MUTANT_GRADER = """
 import json, os, sys, types
 import pytest
 root, todo, out = sys.argv[1:4]
 sys.path[:0] = [os.path.join(root, "course"), root]
-import grade
+import grade, grading_plugin
 # Installed packages may live under the root too (a virtual environment in the checkout): never theirs.
 installed = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix})
 def own(module):
@@ -399,22 +409,25 @@ def own(module):
     return (file.startswith(os.path.join(root, "")) and not file.startswith(installed)
             and "site-packages" not in file.split(os.sep))
 results = {}
-for i, (name, exercise, modules) in enumerate(json.load(open(todo))):
+for name, exercise, modules in json.load(open(todo)):
     for loaded in [m for m, module in sys.modules.items()
-                   if m.startswith("test_ex") or m not in ("grade", "grading_plugin") and own(module)]:
+                   if m.startswith("test_ex") or m not in ("grade", "grading_plugin", "adapters") and own(module)]:
         del sys.modules[loaded]  # the project's modules are imported afresh, the mutants' importers included
     for module, text in modules:
         mutant = types.ModuleType(module)
         mutant.__file__ = os.path.join(root, module + ".py")
         sys.modules[module] = mutant
         exec(compile(text, mutant.__file__, "exec"), mutant.__dict__)
-    os.environ["GRADE_RESULTS"] = os.path.join(os.path.dirname(out), f"mutant{i}.jsonl")
-    code = pytest.main(["-q", "-p", "no:cacheprovider", "--noconftest", "-p", "grading_plugin",
-                        *[os.path.relpath(f, root) for f in grade.test_files(exercise, hidden=True)]])
-    events = [json.loads(line) for line in open(os.environ["GRADE_RESULTS"])]
-    rows = grade.score_exercise(exercise, grade.EXERCISES[exercise][2], events, int(code), "", 0)
-    results[name] = {part: [sum(r[k] for r in rows if r["part"] == part) for k in ("score", "max_score")]
-                     for part in ("visible", "hidden")}
+    results[name] = {}
+    for part, folder in (("visible", "course/tests"), ("hidden", "course/hidden")):
+        sources = grade.read_tests(os.path.join(root, folder), exercise)
+        tests = {(f"{folder}/{file}", test): weight for file, source in sources.items()
+                 for test, weight in grade.tests_in(source)}
+        events = []
+        pytest.main(["-q", "-p", "no:cacheprovider", "--noconftest", *[f"{folder}/{file}" for file in sources]],
+                    plugins=[grading_plugin.Reporter(lambda **event: events.append(event))])
+        passed, _ = grade.outcomes(events, list(tests))
+        results[name][part] = [sum(w for key, w in tests.items() if passed.get(key, (False,))[0]), sum(tests.values())]
 json.dump(results, open(out, "w"))
 """
 

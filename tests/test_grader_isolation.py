@@ -1,0 +1,401 @@
+"""course/grade.py against a student who attacks it: every attack that steered the earlier grader earns nothing.
+
+Each attack sits in a submission whose exercises are untouched stubs (worth 0), or in one that fails some hidden
+tests, and is graded as the instructor grades (--submission, from this repository). Where it can be shown, a
+control first proves the attack works where the grader's defences are missing (plain pytest on the same files),
+so that a test here fails if its attack stops working rather than passing for nothing."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "course"))
+import grade as grader  # noqa: E402
+from make_student_copy import make_student_copy, stub_regions  # noqa: E402
+
+instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
+                                     reason="the instructor's repository only (no course/hidden/ here)")
+
+
+def submission(where, solved=(), files=None, edit=None):
+    """A submission folder holding the exercised modules as the student copy has them (stubs), those in `solved`
+    as the solution; `files` {relative path: text} beside them; `edit` {module: function(text) -> text}."""
+    where.mkdir(parents=True, exist_ok=True)
+    for module in grader.MODULES:
+        text = (ROOT / f"{module}.py").read_text()
+        text = text if module in solved else stub_regions(text)
+        (where / f"{module}.py").write_text((edit or {}).get(module, lambda t: t)(text))
+    for path, text in (files or {}).items():
+        (where / path).parent.mkdir(parents=True, exist_ok=True)
+        (where / path).write_text(text)
+    return where
+
+
+def run_grader(folder, *args, timeout=600):
+    """course/grade.py --submission folder, its reports outside the folder.
+    -> (results.json as students see it or None, the teacher's report or None, the process, seconds taken)."""
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-{os.getpid()}-{time.monotonic_ns()}"
+    out.mkdir()
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(ROOT / "course" / "grade.py"), "--submission", str(folder),
+                           "--json", str(out / "results.json"), "--teacher-json", str(out / "teacher.json"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    seconds = time.monotonic() - started
+    reports = [json.loads(path.read_text()) if path.exists() else None
+               for path in (out / "results.json", out / "teacher.json")]
+    shutil.rmtree(out)
+    return (*reports, done, seconds)
+
+
+def plain_pytest(copy, test_file, pythonpath="."):
+    """pytest run as a student might, in a copy, with `pythonpath` on PYTHONPATH: -> how many tests passed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file], cwd=copy,
+                          env=dict(env, PYTHONPATH=pythonpath), capture_output=True, text=True, timeout=300)
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    return int(last.split(" passed")[0].split()[-1]) if " passed" in last else 0
+
+
+@pytest.fixture(scope="module")
+def student_copy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "student"
+    make_student_copy(str(out))
+    return out
+
+
+# A pytest plugin that makes every test pass: the test function is never called, and its report says passed.
+CHEAT = '''import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome, report.longrepr = "passed", None
+'''
+# A course/grading_plugin.py of the student's: it speaks the grader's protocol and says every test passed.
+FAKE_GRADING_PLUGIN = '''import json, os, sys
+job = json.loads(sys.stdin.readline())
+out = os.fdopen(job["report_fd"], "w")
+for module in job.get("modules", []):
+    out.write(json.dumps({"event": "imported", "module": module}) + "\\n")
+for test in job.get("tests", []):
+    out.write(json.dumps({"event": "started", "test": test}) + "\\n")
+    out.write(json.dumps({"event": "passed", "test": test}) + "\\n")
+out.write(json.dumps({"event": "finished", "code": 0}) + "\\n")
+'''
+STRAY_FILES = {  # attack -> (files in the submission, how a control runs them: a PYTHONPATH for plain pytest)
+    "sitecustomize.py and a plugin at the root": (
+        {"sitecustomize.py": 'import os\nos.environ["PYTEST_ADDOPTS"] = "-p cheat"\n', "cheat.py": CHEAT}, "."),
+    "course/pytest.ini with addopts = -p plugin": (
+        {"course/pytest.ini": "[pytest]\naddopts = -p plugin\n", "course/plugin.py": CHEAT,
+         "pytest.ini": "[pytest]\naddopts = -p plugin\n", "conftest.py": CHEAT}, "course"),
+    "grading_plugin.py at the root and in course/": (
+        {"grading_plugin.py": FAKE_GRADING_PLUGIN, "course/grading_plugin.py": FAKE_GRADING_PLUGIN}, None),
+}
+
+
+@instructor_only
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", STRAY_FILES)
+def test_files_beside_the_exercised_ones_are_never_used(attack, student_copy, tmp_path):
+    """The grader builds its tree from the release and takes only the exercised modules from the submission, runs
+    with python -I, its own pytest.ini, no conftest and no plugin but its own: stray files earn nothing."""
+    files, pythonpath = STRAY_FILES[attack]
+    control = tmp_path / "control"
+    shutil.copytree(student_copy, control)
+    for path, text in files.items():
+        (control / path).write_text(text)
+    if pythonpath is None:  # the student's own grader, run in their copy, says what the fake plugin says
+        report, _, done, _ = run_grader_in_copy(control)
+        assert report["score"] == 10, done.stdout[-2000:]
+    else:  # plain pytest with the files on its path passes every stubbed test
+        assert plain_pytest(control, "course/tests/test_ex5_grpo.py", pythonpath) >= 4
+
+    report, teacher, done, _ = run_grader(control, "--only", "ex5-grpo", "--hidden")
+    assert report is not None, done.stderr[-2000:]
+    assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
+    assert all("NotImplementedError: exercise ex5-grpo" in row["output"] for row in teacher["tests"]), teacher
+
+
+def run_grader_in_copy(copy):
+    """A student copy's own course/grade.py, run in the copy, visible tests of ex5-grpo only."""
+    out = copy / "results.json"
+    done = subprocess.run([sys.executable, "course/grade.py", "--only", "ex5-grpo", "--json", str(out)], cwd=copy,
+                          capture_output=True, text=True, timeout=300)
+    return json.loads(out.read_text()), None, done, None
+
+
+MARK_PASSED = '''
+
+def _mark_every_test_passed():
+    import gc
+    import sys
+    if "pytest" not in sys.modules:
+        return
+    import pytest
+
+    class MarkPassed:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            return True
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            report = outcome.get_result()
+            report.outcome, report.longrepr = "passed", None
+
+    for found in gc.get_objects():
+        if type(found).__name__ == "Config" and hasattr(found, "pluginmanager"):
+            if not found.pluginmanager.has_plugin("mark-passed"):
+                found.pluginmanager.register(MarkPassed(), "mark-passed")
+
+
+_mark_every_test_passed()
+'''
+
+
+@instructor_only
+@pytest.mark.slow
+def test_a_pytest_hook_registered_from_starpo_py_earns_nothing(student_copy, tmp_path):
+    """starpo.py registers a plugin that skips every test function and reports it passed: pytest believes it,
+    the grader does not (a test passes when the grader's wrapper saw its function return)."""
+    control = tmp_path / "control"
+    shutil.copytree(student_copy, control)
+    (control / "starpo.py").write_text((control / "starpo.py").read_text() + MARK_PASSED)
+    assert plain_pytest(control, "course/tests/test_ex5_grpo.py") >= 4
+
+    folder = submission(tmp_path / "submission", edit={"starpo": lambda text: text + MARK_PASSED})
+    report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo", "ex4-gae", "--hidden")
+    assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
+    assert len(teacher["tests"]) >= 16  # every visible and hidden test ran, and none passed
+
+
+PATCH_THE_WRITER = '''
+
+def _patch_the_graders_writer():
+    import sys
+    try:
+        import grading_plugin
+    except ImportError:
+        return
+    for plugin in {grading_plugin, sys.modules.get("grading_plugin"), sys.modules.get("__main__")} - {None}:
+        real = getattr(plugin, "_write", None)
+        if real is not None:
+            plugin._write = lambda record, real=real: real(dict(record, passed=True) if "passed" in record else record)
+
+
+_patch_the_graders_writer()
+'''
+
+
+@instructor_only
+@pytest.mark.slow
+def test_patching_the_grading_plugins_writer_from_starpo_py_earns_nothing(tmp_path):
+    """The earlier grader's plugin wrote each result with grading_plugin._write, which starpo.py could replace by
+    one that wrote "passed": true. Results now travel as events the parent judges; there is no such writer."""
+    folder = submission(tmp_path / "submission", edit={"starpo": lambda text: text + PATCH_THE_WRITER})
+    report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo", "--hidden")
+    assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
+    assert all("NotImplementedError: exercise ex5-grpo" in row["output"] for row in teacher["tests"]), teacher
+
+
+def rewrite_later(marker, targets):
+    """starpo.py code that, at import, starts a detached process (a double fork and a new session) which notes
+    its pid in `marker`, waits 3 s, and writes a full score into each target."""
+    return f'''
+
+def _rewrite_the_results_later():
+    import json
+    import os
+    import time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open({str(marker)!r}, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            time.sleep(3)
+            for target in {[str(t) for t in targets]!r}:
+                with open(target, "w") as f:
+                    json.dump({{"score": 130.0, "output": "every test passed", "tests": []}}, f)
+            os._exit(0)
+        os._exit(0)
+
+
+_rewrite_the_results_later()
+'''
+
+
+@instructor_only
+@pytest.mark.slow
+def test_a_detached_process_cannot_rewrite_the_results_after_the_grader(tmp_path):
+    """starpo.py starts a detached process that rewrites results.json seconds later. The grader is the subreaper
+    of everything its children start, and kills what is left before it writes its reports."""
+    results = tmp_path / "out" / "results.json"
+    results.parent.mkdir()
+    control_marker, control_target = tmp_path / "control-pids", tmp_path / "control.json"
+    control = submission(tmp_path / "control", edit={"starpo": lambda t: t + rewrite_later(control_marker,
+                                                                                         [control_target])})
+    subprocess.run([sys.executable, "-c", "import starpo"], cwd=control, check=True, timeout=120)
+    deadline = time.monotonic() + 60
+    while not control_target.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert json.loads(control_target.read_text())["score"] == 130  # unguarded, the attack works
+
+    marker = tmp_path / "pids"
+    folder = submission(tmp_path / "submission", edit={"starpo": lambda t: t + rewrite_later(marker, [results])})
+    done = subprocess.run([sys.executable, str(ROOT / "course" / "grade.py"), "--submission", str(folder), "--only",
+                           "ex5-grpo", "--json", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pids = [int(line) for line in marker.read_text().split()]
+    assert pids  # the attack ran: the probe and the test processes imported starpo.py
+    time.sleep(4)  # past the 3 s the detached processes wait
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a detached process outlived the grader"
+    assert json.loads(results.read_text())["score"] == 0
+
+
+def hidden_reader(where):
+    """starpo.py code, `where` "at import" or "in a test", that reads every file of the instructor's course/hidden/
+    (it knows where the grader lives) and of the graded tree's, prints it and raises it as an assertion."""
+    read = f'''
+
+def _hidden_text():
+    import glob
+    import os
+    found = []
+    for folder in (os.path.join(os.getcwd(), "course", "hidden"), {str(ROOT / "course" / "hidden")!r}):
+        for path in sorted(glob.glob(os.path.join(folder, "*.py"))):
+            with open(path) as f:
+                found.append(f.read())
+    return "\\n".join(found)
+'''
+    if where == "at import":
+        return read + "\n\nprint(_hidden_text())\nraise AssertionError(_hidden_text())\n"
+    return read + '''
+
+def compute_gae(*args, **kwargs):
+    print(_hidden_text())
+    raise AssertionError(_hidden_text())
+'''
+
+
+def hidden_giveaways():
+    """What students must never see of the hidden tests: their test names, their assert lines (the expected
+    values) and the reference functions' definitions in make_fixtures.py."""
+    found = set()
+    for path in (ROOT / "course" / "hidden").glob("*.py"):
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line.startswith(("def test", "assert ")) and len(line) >= 20 or path.name == "make_fixtures.py" and (
+                    line.startswith("def ")):
+                found.add(line.split("(")[0] if line.startswith("def ") else line)
+    shipped = "".join(p.read_text() for p in (ROOT / "course" / "tests").glob("test_*.py"))
+    return {line for line in found if line not in shipped}
+
+
+@instructor_only
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["at import", "in a test"])
+def test_hidden_files_read_by_student_code_never_reach_students(where, tmp_path):
+    """The hidden tests are not in the graded tree while the visible tests run; student code that finds the
+    instructor's copy and raises its text (or prints it) has that text withheld from every message students see.
+    The teacher's report keeps it, which shows that the attack did read the files."""
+    folder = submission(tmp_path / "submission", solved=grader.MODULES,
+                        edit={"starpo": lambda text: text + hidden_reader(where)})
+    report, teacher, done, _ = run_grader(folder, "--only", "ex4-gae", "--hidden")
+    assert report is not None, done.stderr[-2000:]
+    giveaways = hidden_giveaways()
+    assert len(giveaways) > 50
+    shown = json.dumps(report)
+    assert [line for line in giveaways if line in shown] == []
+    assert grader.WITHHELD in shown
+    assert any(line in json.dumps(teacher) for line in giveaways)
+    assert report["score"] == 0
+
+
+@instructor_only
+@pytest.mark.slow
+def test_results_json_shows_students_no_hidden_test_name_or_message(tmp_path):
+    """A GAE that does not skip observation tokens fails hidden tests: the teacher's report names them with their
+    messages; results.json gives each exercise's hidden tests one row (how many passed, the points), and hides the
+    grader's stdout, which prints the full report."""
+    def no_skip(text):
+        for old, new in (("next_value = torch.where(m, values[:, t], next_value)", "next_value = values[:, t]"),
+                         ("next_adv = torch.where(m, adv_t, next_adv)", "next_adv = adv_t")):
+            assert text.count(old) == 1
+            text = text.replace(old, new)
+        return text
+
+    folder = submission(tmp_path / "submission", solved=grader.MODULES, edit={"starpo": no_skip})
+    report, teacher, done, _ = run_grader(folder, "--only", "ex4-gae", "--hidden")
+    hidden = [r for r in teacher["tests"] if r["visibility"] == "after_published"]
+    failed = [r for r in hidden if r["score"] < r["max_score"]]
+    assert len(hidden) >= 4 and failed and all(r["output"] for r in failed)
+    assert any(" hidden: " in line for line in done.stdout.splitlines() if "FAILED" in line)  # stdout: in full
+    shown = json.dumps(report)
+    names = [r["name"].split(": ", 1)[1] for r in hidden]
+    assert [n for n in names if n in shown] == [] and [r["output"] for r in failed if r["output"] in shown] == []
+    [row] = [r for r in report["tests"] if r["visibility"] == "after_published"]
+    assert row["name"] == "ex4-gae hidden tests"
+    assert row["max_score"] == pytest.approx(sum(r["max_score"] for r in hidden))
+    assert row["score"] == pytest.approx(sum(r["score"] for r in hidden)) and row["score"] < row["max_score"]
+    assert row["output"] == f"{len(hidden) - len(failed)} of {len(hidden)} hidden tests passed"
+    assert report["stdout_visibility"] == "hidden"
+    assert report["score"] == teacher["score"] < 15
+
+
+@instructor_only
+@pytest.mark.slow
+def test_a_link_to_the_solution_is_refused(tmp_path):
+    """A submitted starpo.py that is a link (to where the instructor's solution lives, say) is not followed."""
+    folder = submission(tmp_path / "submission")
+    (folder / "starpo.py").unlink()
+    (folder / "starpo.py").symlink_to(ROOT / "starpo.py")
+    report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo")
+    assert report["score"] == 0, done.stdout
+    [row] = report["tests"]
+    assert "starpo.py is a link in the submission" in row["output"]
+
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0,
+                               reason="needs root (--user starts the test processes as another user)")
+
+
+@pytest.mark.parametrize("user, message", [
+    pytest.param("no-such-user-here", "--user no-such-user-here: no such user", id="unknown user"),
+    pytest.param("root", "--user needs grade.py to run as root", id="not root",
+                 marks=pytest.mark.skipif(os.geteuid() == 0, reason="runs as root")),
+    pytest.param("root", f"--user: user root can read {ROOT / 'envs.py'}", id="a user who can read the solution",
+                 marks=[ROOT_ONLY, instructor_only]),
+])
+def test_the_user_option_refuses_a_user_that_would_not_be_isolated(user, message):
+    """--user NAME runs the student's code as NAME, and only when NAME can run Python in the tree and read neither
+    the solution nor the hidden tests; anything else stops the grader with one line."""
+    done = subprocess.run([sys.executable, str(ROOT / "course" / "grade.py"), "--user", user, "--only", "ex1-sokoban"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@ROOT_ONLY
+def test_children_run_as_the_given_user(tmp_path):
+    """The import check run through Place(user=...): the child gets the user's uid, name and a home of its own."""
+    import pwd
+    user = pwd.getpwuid(os.geteuid())
+    place = grader.Place(str(ROOT), str(tmp_path), user)
+    env = grader.as_user(place)
+    assert env["user"] == user.pw_uid and env["extra_groups"] == [] and env["env"]["HOME"] == str(tmp_path / "home")
+    assert not any(key.startswith("PYTEST_") for key in env["env"] if key != "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    status, blocked = grader.check_imports({"envs"}, place, 60)
+    assert status == {"envs": None} and blocked == {}
