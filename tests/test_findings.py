@@ -29,15 +29,20 @@ def test_the_method_table_gives_mean_and_spread_over_seeds(tmp_path):
     write_run(tmp_path / "sokoban-grpo-seed0", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 10, "eval/success": 0.4},
                                                 {"iteration": 15, "eval/success": 0.1}])
     table, fig = findings.draw_finding1(str(tmp_path))
-    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()[2:]}
+    lines = table.splitlines()
+    head = next(k for k, line in enumerate(lines) if line.startswith("| arm |"))
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[head + 2:head + 5]}
     # by hand: mean of 0.3 and 0.5 is 0.4, sample std sqrt(((0.1)^2 + (0.1)^2) / 1) = 0.1414; the shortest run
-    # ends at 15, where StarPO-S's nearest evaluations are 10 and 20, the earlier taken: 0.25 and 0.35, std 0.0707
-    assert table.splitlines()[0].startswith("| runs | seeds | iterations | eval success at 0 | at the end | at iteration ≈15 |")
-    assert rows["StarPO-S"] == ("| StarPO-S | 0, 1 | 20, 20 | 0.200 ± 0.000 (n=2) | 0.400 ± 0.141 (n=2) | "
-                                "0.300 ± 0.071 (n=2) | 0.400 ± 0.141 (n=2) |")
-    assert rows["vanilla StarPO (PPO)"].endswith("not run yet | | | | | |")
-    assert rows["vanilla StarPO (GRPO)"] == ("| vanilla StarPO (GRPO) | 0 | 15 | 0.100 (n=1) | 0.100 (n=1) | 0.100 (n=1) | "
-                                             "0.400 (n=1) |")
+    # ends at 15, where StarPO-S's nearest evaluations are 10 and 20, the earlier taken: 0.25 and 0.35, std 0.0707.
+    # No config.yaml: one version (A), and no optimiser steps to work out
+    assert lines[head] == ("| arm | seeds | versions | iterations | optimiser steps / trained tokens per iteration | "
+                           "eval success at 0 | at the end | at iteration ≈15 | best |")
+    assert rows["StarPO-S"] == ("| StarPO-S | 0, 1 | A, A | 20, 20 | not logged / not logged | 0.200 ± 0.000 (n=2) | "
+                                "0.400 ± 0.141 (n=2) | 0.300 ± 0.071 (n=2) | 0.400 ± 0.141 (n=2) |")
+    assert rows["vanilla PPO"] == "| vanilla PPO | not run yet | | | | | | | |"
+    assert rows["vanilla GRPO"] == ("| vanilla GRPO | 0 | A | 15 | not logged / not logged | 0.100 (n=1) | 0.100 (n=1) | "
+                                    "0.100 (n=1) | 0.400 (n=1) |")
+    assert "mixed versions" not in table
     (starpo, _grpo) = fig.axes[0].lines[:2]
     assert list(starpo.get_xdata()) == [0, 10, 20] and list(starpo.get_ydata()) == pytest.approx([0.2, 0.3, 0.4])
 
@@ -52,23 +57,33 @@ def test_seeds_stopped_by_the_time_limit_are_drawn_at_their_nearby_last_evaluati
     # seed 0's iterations; at 39, seed 1's nearest evaluation is 40 (one away): (0.3 + 0.5) / 2
     assert list(line.get_xdata()) == [0, 20, 39] and list(line.get_ydata()) == pytest.approx([0.1, 0.3, 0.4])
 
-def test_falls_finds_the_first_window_below_half_the_start():
-    points = [(i, 1.0) for i in range(1, 11)] + [(11, 0.8), (12, 0.4), (13, 0.2), (14, 0.2), (15, 0.1), (16, 0.1)]
-    # windows of 5 after the first 10: [1, 1, 1, 1, 0.8] ... the mean of (0.8, 0.4, 0.2, 0.2, 0.1) = 0.34 < 0.5, ending at 15
-    assert findings.falls(points) == 15
-    assert findings.falls([(i, 1.0) for i in range(1, 30)]) is None
+def test_first_change_finds_the_first_window_past_the_factor():
+    points = [(i, 1.0) for i in range(1, 6)] + [(6, 0.8), (7, 0.4), (8, 0.2), (9, 0.2), (10, 0.1)]
+    # the first 5 average 1.0; windows of 3 after them: (0.8, 0.4, 0.2) = 0.467 < 0.5, ending at iteration 8
+    assert findings.first_change(points, 0.5) == 8
+    # growing by half: (1, 1, 1, 1, 1) then (1.2, 1.6, 2.0): 1.6 > 1.5 at iteration 8; (1.2, 1.4, 1.5) never
+    assert findings.first_change([(i, 1.0) for i in range(1, 6)] + [(6, 1.2), (7, 1.6), (8, 2.0)], 1.5) == 8
+    assert findings.first_change([(i, 1.0) for i in range(1, 6)] + [(6, 1.2), (7, 1.4), (8, 1.5)], 1.5) is None
+    assert findings.first_change([(i, 1.0) for i in range(1, 30)], 0.5) is None
+    assert findings.first_change([(1, 1.0), (2, 0.0)], 0.5) is None  # too short to judge
 
 
 def test_the_collapse_table_says_which_indicator_falls_first(tmp_path):
     rows = [{"iteration": 0, "eval/success": 0.2}]
     for i in range(1, 31):
-        rows.append({"iteration": i, "rollout/group_reward_std_all": 2.0 if i <= 15 else 0.5,
-                     "train/entropy": 1.0 if i <= 25 else 0.3, **({"eval/success": 0.5 if i == 20 else 0.3} if i % 10 == 0 else {})})
+        rows.append({"iteration": i, "rollout/success": 0.2 if i <= 12 else 0.05,
+                     "rollout/valid_action_frac": 0.9, "rollout/response_tokens": 100.0 if i <= 10 else 200.0,
+                     "rollout/group_reward_std_all": 2.0 if i <= 15 else 0.5,
+                     "train/entropy": 1.0 if i <= 25 else 0.3, "rollout/think_tokens_median": 10.0 if i <= 8 else 2.0,
+                     **({"eval/success": 0.5 if i == 20 else 0.3} if i % 10 == 0 else {})})
     write_run(tmp_path / "sokoban-starpo-s-seed0", rows)
     table, _ = findings.draw_finding3(str(tmp_path))
-    # reward std, half of 2.0: (2, 2, .5, .5, .5) ending at 18 has mean 1.1; (2, .5, .5, .5, .5) ending at 19 has 0.8
-    # entropy, half of 1.0: (1, 1, .3, .3, .3) at 28 has 0.58; (1, .3, .3, .3, .3) at 29 has 0.44. Best 0.5 at 20, end 0.3
-    assert "| sokoban-starpo-s-seed0 | 0.500 (20) | 0.300 | yes | 19 | 29 |" in table
+    # windows of 3 against iterations 1-5. Success, half of 0.2: (.2, .05, .05) ending at 14 has 0.1, not below;
+    # (.05, .05, .05) at 15. Replies, 1.5 x 100: (100, 200, 200) ending at 12 has 167. Reward std, half of 2.0:
+    # (2, .5, .5) at 17 has 1.0, not below; at 18, 0.5. Entropy, half of 1.0: (1, .3, .3) at 27 has 0.53; at 28, 0.3.
+    # Thoughts reach 3 tokens at 9. Evaluations 0.2, 0.3, 0.5, 0.3: deepest fall 0.2 (no noise floor here: "—")
+    assert ("| sokoban-starpo-s-seed0 | A | 0.200 | — | not logged | 15 | never | 12 | 18 | 28 | 9 |"
+            in table.splitlines())
 
 
 def record(title, seed, thoughts):
@@ -119,19 +134,19 @@ def test_every_finding_draws_from_the_kept_runs(tmp_path, monkeypatch):
     mean = sum(row["eval/success"] for row in finals) / len(finals)
     std = (sum((row["eval/success"] - mean) ** 2 for row in finals) / (len(finals) - 1)) ** 0.5
     table = findings.draw("1", kept)
-    assert f"| StarPO-S | 0, 1, 2 | {', '.join(str(row['iteration']) for row in finals)} |" in table
+    assert f"| StarPO-S | 0, 1, 2 | A, A, A | {', '.join(str(row['iteration']) for row in finals)} |" in table
     assert f"| {mean:.3f} ± {std:.3f} (n=3) |" in table
 
 
 def test_commands_carry_the_shared_budget_and_each_runs_overrides():
     cmd = findings.command("sokoban-grpo-seed2", "runs/findings/sokoban-grpo-seed2")
     assert cmd[1:4] == ["ragen_mini.py", "--config", "configs/smollm2.yaml"]
-    assert set(findings.BUDGET + findings.VANILLA + ["seed=2", "algo.estimator=grpo"]) <= set(cmd)
+    assert set(findings.LONG + findings.VANILLA + ["seed=2", "algo.estimator=grpo"]) <= set(cmd)
     assert cmd[-1] == "run_dir=runs/findings/sokoban-grpo-seed2"
     for number, (_, names, _) in findings.FINDINGS.items():
         assert set(names) <= set(findings.RUNS), number
-    cmd = findings.command("sokoban-grpo-seed2", "r", ["train.time_limit_min=8"])
-    assert cmd.index("train.time_limit_min=8") > cmd.index("train.time_limit_min=28") and cmd[-1] == "run_dir=r"
+    cmd = findings.command("sokoban-grpo-seed2", "r", ["train.iterations=40"])
+    assert cmd.index("train.iterations=40") > cmd.index("train.iterations=200") and cmd[-1] == "run_dir=r"
 
 
 def test_run_all_runs_what_is_not_done_and_keeps_what_is(tmp_path, monkeypatch):
@@ -159,7 +174,9 @@ def test_a_failed_run_is_not_marked_done(tmp_path, monkeypatch):
 
 def test_keep_takes_the_run_folders_of_a_glob_and_refuses_a_folder_with_no_metrics(tmp_path, monkeypatch, capsys):
     runs, into = tmp_path / "runs", tmp_path / "kept"
-    write_run(runs / "a", [{"iteration": 0, "eval/success": 0.1}, {"iteration": 20, "eval/success": 0.3}])
+    write_run(runs / "a", [{"iteration": 0, "eval/success": 0.1},
+                           {"iteration": 20, "eval/success": 0.3, "perf/trained_tokens": 123456.0,
+                            "train/policy_loss": 0.5}])
     (runs / "a" / "config.yaml").write_text("seed: 0\n")
     (runs / "a" / "samples.jsonl").write_text(json.dumps(record("Evaluation at iteration 0", 7, ["up"])) + "\n")
     (runs / "a.log").write_text("log\n")
@@ -167,8 +184,16 @@ def test_keep_takes_the_run_folders_of_a_glob_and_refuses_a_folder_with_no_metri
     monkeypatch.chdir(tmp_path)  # main() moves to the repository; this puts the working folder back afterwards
     monkeypatch.setattr(findings, "keep", functools.partial(findings.keep, into=str(into)))
     findings.main(["--keep", str(runs / "a"), str(runs / "a.log"), str(runs / "a.done")])  # as `--keep runs/*` names them
-    assert sorted(p.name for p in (into / "a").iterdir()) == ["config.yaml", "metrics.jsonl", "thoughts.json"]
+    assert sorted(p.name for p in (into / "a").iterdir()) == ["answers.json", "config.yaml", "metrics.jsonl", "thoughts.json"]
     assert json.loads((into / "a" / "thoughts.json").read_text()) == {"Evaluation at iteration 0": {"7": ["up"]}}
+    assert json.loads((into / "a" / "answers.json").read_text()) == {"Evaluation at iteration 0": {"7": [[]]}}
+    # the update's trained tokens stay beside what the figures draw (4 significant digits); the policy loss goes
+    assert findings.read(str(into / "a"))[1] == {"iteration": 20, "eval/success": 0.3,
+                                                 "perf/trained_tokens": 123500.0}
+    before = (into / "a" / "metrics.jsonl").read_text()  # keeping it again never replaces the kept one
+    with pytest.raises(SystemExit, match="holds a kept run already"):
+        findings.main(["--keep", str(runs / "a")])
+    assert (into / "a" / "metrics.jsonl").read_text() == before
     (runs / "b").mkdir()
     with pytest.raises(SystemExit):
         findings.main(["--keep", str(runs / "b")])
@@ -255,7 +280,7 @@ def test_a_run_without_a_metric_is_drawn_without_it_and_said_so(tmp_path, scratc
                             for row in rows))
     table = findings.main(["3", "--draw", "--runs", str(copy)])
     row = next(line for line in table.splitlines() if line.startswith("| sokoban-grpo-seed0 |"))
-    assert row.endswith("| no train/entropy logged |")
+    assert "| no train/entropy logged |" in row
     assert "note: sokoban-grpo-seed0 has no train/entropy in its metrics.jsonl" in capsys.readouterr().out
 
 
@@ -293,7 +318,7 @@ def test_a_run_folder_of_its_own_not_done_is_removed_and_started_again(tmp_path,
             return 0
     monkeypatch.setattr(findings.subprocess, "Popen", Run)
     findings.main(["2", "--runs", str(runs)])
-    assert started == ["bandit-starpo-s-seed0", "sokoban-starpo-s-seed0"]
+    assert started == findings.FINDINGS["2"][1] and "sokoban-starpo-s-seed0" in started
     ends = (".done", ".log", f"/{findings.MARK}", "/metrics.jsonl", "/thoughts.json")  # no stale samples.md
     assert sorted(files_under(runs)) == sorted(f"{name}{end}" for name in started for end in ends)
     assert sorted(files_under(scratch)) == ["plots/finding2.png", "results/findings/finding2.md"]
