@@ -1,6 +1,6 @@
 """In-process models: what lets ragen-mini run with no download at all.
 
-No machine of this project reaches a model hub, yet everything must run and be tested. So, besides the
+Where no model hub is in reach, everything must still run and be tested. So, besides the
 real path (`from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")`, see models.load_models), two models can be
 built here from a transformers config, with random weights:
 

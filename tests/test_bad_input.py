@@ -678,7 +678,7 @@ def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------------
-# Model text in the evaluation samples (issues 49 and 54): whatever a reply holds (a heading, a seed line, a
+# Model text in the evaluation samples: whatever a reply holds (a heading, a seed line, a
 # code fence, HTML, invalid Unicode, megabytes) stays a string of its own record, through bookkeeping.evaluate,
 # the resume's trimming, samples.md, viewer.html and findings.py's thoughts.json.
 # ------------------------------------------------------------------------------------------------------
@@ -849,7 +849,7 @@ def test_megabytes_and_invalid_unicode_pass_the_writing_and_the_trimming(tmp_pat
 
 @pytest.mark.slow
 def test_a_forged_heading_survives_a_real_resume(tmp_path, monkeypatch):
-    """The issue's case through the entry point: a one-iteration run whose evaluations reply with FORGED, then
+    """A forged heading through the entry point: a one-iteration run whose evaluations reply with FORGED, then
     --resume RUN train.iterations=3 with eval.every=2. The resume forgets the evaluation the first call made
     at its end (iteration 1, off the grid) and makes those of iterations 2 and 3: every evaluation left keeps
     all its episodes, each reply whole."""

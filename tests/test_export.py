@@ -358,7 +358,7 @@ def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys)
 
 @pytest.mark.parametrize("what, place", [("model.name", "config"), ("the run folder", "name")])
 def test_ragen_mini_command_line_prints_no_command_from_the_run(what, place, tmp_path):
-    """The issue's own report, end to end: `python ragen_mini.py --export ragen RUN > cmd.sh; . cmd.sh`."""
+    """End to end, as a user runs it: `python ragen_mini.py --export ragen RUN > cmd.sh; . cmd.sh`."""
     cfg = config.load_config(None)
     if place == "config":
         cfg["model"]["name"] = "meta-llama/Llama-3.2-1B\ntouch PWNED #"

