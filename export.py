@@ -206,6 +206,7 @@ MAPPING = [
          "micro_batch_size_per_gpu rows, and with micro-batch-mean the rows of a micro-batch set each "
          "token's weight",
      "note": "memory only, except with `algo.loss_agg=micro-batch-mean`"},
+    {"key": "algo.score_micro_batch_tokens", "note": "memory only"},
     {"key": "algo.logits_chunk", "note": "this process's memory"},
     {"key": "algo.loss_agg", "paths": ["actor_rollout_ref.actor.loss_agg_mode"],
      "to": lambda value, cfg: {"actor_rollout_ref.actor.loss_agg_mode": "token-mean"},

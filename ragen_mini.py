@@ -148,7 +148,7 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     update."""
     B, width = batch.response_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
-    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg):
+    for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg, scoring=True):
         cols = slice(0, mask.shape[1])
         batch.old_logp[rows, cols] = token_logprobs(actor, ids, mask, cfg)[0]
         if critic is not None:
@@ -157,15 +157,17 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
             batch.ref_logp[rows, cols] = token_logprobs(reference, ids, mask, cfg)[0]
 
 
-def micro_batches(batch, indices, cfg):
+def micro_batches(batch, indices, cfg, scoring=False):
     """Consecutive slices of `indices`, each trimmed to its longest row (a crop, thanks to right padding):
     -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has
     fewer than algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its
     activations scale with, stays within it: long contexts get fewer rows, and memory stays bounded. A longer
-    row goes alone.
+    row goes alone. scoring=True, for a pass without gradients, which keeps no activations: any number of
+    rows within algo.score_micro_batch_tokens (fewer, larger passes).
     Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then
     [1200, 800]."""
-    size, max_tokens = cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens
+    size, max_tokens = ((len(indices), cfg.algo.score_micro_batch_tokens) if scoring else
+                        (cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens))
     lengths = batch.attention_mask[indices].sum(-1).tolist()  # one host transfer
     slices, start = [], 0
     while start < len(indices):
@@ -422,7 +424,7 @@ def measure_thought_mi(actor, chat, trajectories, cfg, device):
              for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
     batch = collate(pairs, chat.pad_id, device)
     summed = torch.zeros(len(pairs), device=device)  # (M*M,) log p(thought j | prompt i)
-    for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg):
+    for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg, scoring=True):
         logp = token_logprobs(actor, ids, mask, cfg)[0]
         summed[rows.to(device)] = (logp * mask).sum(-1)
     return {"rollout/thought_mi":

@@ -57,9 +57,11 @@ def ns(*overrides):
     return config.namespace(make_cfg(*overrides))
 
 
-def micro_cfg(size, max_tokens):
-    """A config whose micro-batches take up to SIZE rows and MAX_TOKENS rows x width (0: no token limit)."""
-    return SimpleNamespace(algo=SimpleNamespace(micro_batch_size=size, micro_batch_tokens=max_tokens))
+def micro_cfg(size, max_tokens, score_tokens=1):
+    """A config whose micro-batches take up to SIZE rows and MAX_TOKENS rows x width (0: no token limit), and
+    whose scoring passes SCORE_TOKENS rows x width."""
+    return SimpleNamespace(algo=SimpleNamespace(micro_batch_size=size, micro_batch_tokens=max_tokens,
+                                                score_micro_batch_tokens=score_tokens))
 
 
 @pytest.fixture(scope="module")
@@ -814,12 +816,13 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
         assert (steps[key] - steps[8, 0]).norm() / steps[8, 0].norm() < 1e-4, key
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(30))
 def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     """micro_batches against its definition, checked slice by slice: consecutive rows in order, at most
     `size` rows, rows x width within max_tokens unless the slice is one row, and none could take the
     next row without breaking a limit (that makes the slicing unique). A slice's width is its longest row,
-    and its ids and mask are the batch's rows cut there."""
+    and its ids and mask are the batch's rows cut there. A scoring pass (every third seed) has no row limit
+    and algo.score_micro_batch_tokens for its token limit."""
     rng = random.Random(seed)
     lengths = [rng.randint(2, 40) for _ in range(rng.randint(1, 12))]
     trajectories = [rollout.Trajectory(seed=i, group=0, ids=[rng.randint(3, 50) for _ in range(n)],
@@ -828,7 +831,12 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     batch = ragen_mini.collate(trajectories, 0, CPU)
     order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(seed))
     size, max_tokens = rng.randint(1, 5), rng.choice([0, rng.randint(10, 120)])
-    slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens))
+    if seed % 3 == 2:  # scoring: the update's limits are there but must not act
+        score_tokens = rng.randint(10, 200)
+        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens, score_tokens), scoring=True)
+        size, max_tokens = len(lengths), score_tokens
+    else:
+        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens))
 
     def width_of(rows):
         return max(lengths[r] for r in rows)

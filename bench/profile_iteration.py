@@ -1,0 +1,83 @@
+"""Where an iteration of a preset goes, function by function: trains it with timers that wait for the GPU
+before and after each timed call (so the sum runs somewhat slower than an untimed run), and writes one JSON
+line per iteration: the run's perf/* metrics and t/NAME, the seconds spent in NAME (NAME# its calls).
+Timed: the decoder's prefill (feed), decoding (decode), compaction and bookkeeping; the rollout as a whole
+(play); the thought-MI measurement (mi); step 3 (score); log-probs and values with and without gradients;
+GAE; the update and its clipped steps.
+
+    python bench/profile_iteration.py OUT.jsonl --config configs/smollm2.yaml train.iterations=14 [...]
+    python bench/profile_iteration.py OUT.jsonl --alternate-score-tokens 131072 --config ...
+        # even iterations score (step 3, the thought MI) in micro-batches of up to N tokens, any rows:
+        # t/mi_alt and t/score_alt against t/mi and t/score in one run
+"""
+import copy
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
+import fast.decoder  # noqa: E402
+import launch  # noqa: E402
+import ragen_mini  # noqa: E402
+
+out_path, args = sys.argv[1], sys.argv[2:]
+alternate = 0
+if "--alternate-score-tokens" in args:
+    at = args.index("--alternate-score-tokens")
+    alternate, args = int(args[at + 1]), args[:at] + args[at + 2:]
+seconds, state = {}, {"iteration": 1}
+
+
+def timed(name, fn):
+    def wrapper(*a, **k):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = fn(*a, **k)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        key = (name if name != "logp" else "logp_grad" if torch.is_grad_enabled() else "logp_nograd")
+        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
+        seconds[key + "#"] = seconds.get(key + "#", 0) + 1
+        return result
+    return wrapper
+
+
+def alternated(name, fn):
+    """fn(..., cfg, device) timed as NAME, or on even iterations as NAME_alt with the alternate scoring."""
+    def wrapper(*a):
+        if alternate and state["iteration"] % 2 == 0:
+            cfg = copy.deepcopy(a[-2])
+            cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens = 1_000_000, alternate
+            cfg.algo.score_micro_batch_tokens = alternate
+            return timed(name + "_alt", fn)(*a[:-2], cfg, a[-1])
+        return timed(name, fn)(*a)
+    return wrapper
+
+
+for name in ("feed", "decode", "compact", "remember", "place"):
+    setattr(fast.decoder.StaticDecoder, name, timed(name, getattr(fast.decoder.StaticDecoder, name)))
+ragen_mini.measure_thought_mi = alternated("mi", ragen_mini.measure_thought_mi)
+ragen_mini.old_logprobs_and_values = alternated("score", ragen_mini.old_logprobs_and_values)
+for name in ("update", "token_logprobs", "token_values", "clipped_step", "collate", "compute_advantages",
+             "copy_weights", "play_episodes"):
+    setattr(ragen_mini, name, timed("logp" if name == "token_logprobs" else name, getattr(ragen_mini, name)))
+end_of_iteration = launch.end_of_iteration
+
+
+def end_of_iteration_timed(run, metrics, *a, **k):
+    result = end_of_iteration(run, metrics, *a, **k)
+    row = {"iteration": metrics["iteration"], **{k: v for k, v in metrics.items() if k.startswith("perf/")},
+           **{f"t/{k}": round(v, 4) for k, v in seconds.items()}}
+    with open(out_path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    seconds.clear()
+    state["iteration"] = metrics["iteration"] + 1
+    return result
+
+
+launch.end_of_iteration = end_of_iteration_timed
+launch.main([*args, "train.time_limit_min=0", "eval.every=0", "checkpoint.every=0"])
