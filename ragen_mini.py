@@ -290,7 +290,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     - The actor step: zero the actor's gradients; for each micro-batch of the mini-batch
       (micro_batches(batch, mini, cfg) -> rows, ids, mask), token_logprobs(..., with_entropy=True), then
       starpo.actor_loss with the batch's old_logp, advantages and ref_logp cropped to it (crop) and
-      loss_normaliser's number, and the loss's backward; then clipped_step(actor, actor_opt, cfg, "actor",
+      loss_normalizer's number, and the loss's backward; then clipped_step(actor, actor_opt, cfg, "actor",
       logged).
     - The critic step: the same with token_values and starpo.value_loss (old values batch.values, targets
       batch.returns, algo.value_clip), then clipped_step(critic, critic_opt, cfg, "critic", logged).
@@ -308,8 +308,8 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             mini = order[start:start + cfg.algo.mini_batch_size]
             micro = micro_batches(batch, mini, cfg)
 
-            def normaliser(mask):  # what each micro-batch's summed loss is divided by
-                return loss_normaliser(batch.response_mask[mini], mask, len(micro), cfg.algo.loss_agg)
+            def normalizer(mask):  # what each micro-batch's summed loss is divided by
+                return loss_normalizer(batch.response_mask[mini], mask, len(micro), cfg.algo.loss_agg)
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
@@ -318,7 +318,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 logp, entropy = token_logprobs(actor, ids, mask, cfg, with_entropy=True)
                 loss, metrics = starpo.actor_loss(logp, entropy, crop(batch.old_logp, rows, mask),
                                                   crop(batch.advantages, rows, mask), mask, cfg.algo,
-                                                  normaliser(mask), ref_logp=crop(batch.ref_logp, rows, mask))
+                                                  normalizer(mask), ref_logp=crop(batch.ref_logp, rows, mask))
                 loss.backward()  # the micro-batch losses add up to the mini-batch's token mean
                 for key, value in metrics.items():
                     steps.setdefault(f"train/{key}", []).append(value)
@@ -337,7 +337,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
                 values = token_values(critic, ids, mask)
                 loss, metrics = starpo.value_loss(values, crop(batch.values, rows, mask),
                                                   crop(batch.returns, rows, mask), mask, cfg.algo.value_clip,
-                                                  loss_normalizer=normaliser(mask))
+                                                  loss_normalizer=normalizer(mask))
                 loss.backward()
                 step_loss = step_loss + loss.detach()
                 logged.setdefault("train/vf_clipfrac", []).append(metrics["vf_clipfrac"])
@@ -355,7 +355,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     return metrics
 
 
-def loss_normaliser(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
+def loss_normalizer(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
     """What a micro-batch's summed per-token loss is divided by before its backward, so that the gradients
     accumulated over the mini-batch's micro-batches are those of the mini-batch's loss. The masks are the
     (b, T-1) response masks of the whole mini-batch and of this micro-batch. loss_agg "token-mean": every
@@ -368,7 +368,7 @@ def loss_normaliser(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_a
     A mini-batch of rows with 2, 5 and 1 response tokens, in micro-batches [2, 5] and [1]:
     token-mean divides both by 8; micro-batch-mean divides the first by 7 x 2 = 14, the second by 1 x 2 = 2.
     """
-    # BEGIN SOLUTION ex11-loss-normaliser
+    # BEGIN SOLUTION ex11-loss-normalizer
     if loss_agg == "token-mean":
         return mini_batch_mask.sum().clamp(min=1)
     return micro_batch_mask.sum().clamp(min=1) * num_micro_batches

@@ -1,5 +1,5 @@
-"""starpo.compute_gae (the readable loop over the tokens) against the fast engine's fast.compute_gae (packed
-time steps, sums as matrix products), at two kept batches: the tiny preset's, 256 rows of 870 tokens, about
+"""starpo.compute_gae (the readable loop over the tokens) against the fast engine's fast.compute_gae (the same
+loop on CPU copies, over each row's time steps packed to the left), at two kept batches: the tiny preset's, 256 rows of 870 tokens, about
 7% of them sampled; the SmolLM2 preset's while it thinks, 64 rows of 1,500 tokens, about 65% sampled.
 Best of 5 each, on the CPU and, where there is one, on the GPU, and the largest difference of the numbers.
 

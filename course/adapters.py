@@ -22,7 +22,7 @@ EXERCISES = {  # exercise id -> (module, function, points)
     "ex8-filter": ("starpo", "select_groups_by_reward_std", 10),
     "ex9-response-mask": ("rollout", "append_reply", 10),
     "ex10-logprobs": ("ragen_mini", "token_logprobs", 10),
-    "ex11-loss-normaliser": ("ragen_mini", "loss_normaliser", 5),
+    "ex11-loss-normalizer": ("ragen_mini", "loss_normalizer", 5),
     "ex12-update": ("ragen_mini", "update", 15),
 }
 

@@ -37,7 +37,7 @@ FINGERPRINTS = {  # exercise id -> [fingerprint, ...]
     "ex10-logprobs": [[r"/ (\w+ \. )*(temperature|T)\b", r"log_softmax|logsumexp|log \( sum \( .{0,40}exp"],
                       [r"\[ : , : - 1 \]", r"\[ : , 1 : \]"]],
     # a micro-batch's count times the number of micro-batches, or the mean of micro-batch means
-    "ex11-loss-normaliser": [[r"token-mean", r"\* (num_micro_batches|len \( \w+ \))"],
+    "ex11-loss-normalizer": [[r"token-mean", r"\* (num_micro_batches|len \( \w+ \))"],
                              [r"/ len \( \w+ \)", r"\. sum \( \) / .{0,60}\. sum \( \)"]],
     # a new order every epoch, cut into mini-batches
     "ex12-update": [[r"randperm", r"range \( 0 , \w+ , [\w .]*mini_batch_size \)"]],

@@ -10,7 +10,7 @@ this file's at its start (the static decoder, the compiled layers) and around it
                 decoder on a GPU
     compile.py  compile_backbone: compiled layers, widths in multiples of 8, flash attention, for the
                 forward of ragen_mini.hidden_states; logprob_and_entropy: starpo.logprob_and_entropy compiled
-    gae.py      compute_gae: starpo.compute_gae over the time steps alone, as matrix products
+    gae.py      compute_gae: starpo.compute_gae on the CPU over the time steps alone
     this file   which models it runs, and the cycle collector frozen while a run lasts
 
 tests/test_fast.py proves each file's numbers against the readable function's; tests/test_trainer.py and

@@ -22,7 +22,7 @@ EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-t
              "ex4-gae": "compute_gae", "ex5-grpo": "compute_grpo_advantages", "ex6-policy-loss": "policy_loss",
              "ex7-value-loss": "value_loss", "ex8-filter": "select_groups_by_reward_std",
              "ex9-response-mask": "append_reply", "ex10-logprobs": "token_logprobs",
-             "ex11-loss-normaliser": "loss_normaliser", "ex12-update": "update"}
+             "ex11-loss-normalizer": "loss_normalizer", "ex12-update": "update"}
 from grade import MODULES  # noqa: E402  the exercised modules, each before those that import it
 # Functions that hold a second region of an exercise (their fingerprint may or may not show it)
 SECOND_REGIONS = {"logprob_and_entropy": "ex10-logprobs", "clipped_step": "ex12-update"}
@@ -173,7 +173,7 @@ def test_every_stub_raises_and_names_its_exercise(student_copy):
              "append_reply": "([], [], [1], None)",
              "token_logprobs": "(None, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 1), NS(rollout=NS("
                                "temperature=1.0), algo=NS(logits_chunk=1)))",
-             "loss_normaliser": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
+             "loss_normalizer": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
              "update": "(NS(response_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
     code = ["import torch, envs, starpo, rollout, ragen_mini", "from types import SimpleNamespace as NS"]
     for function, args in calls.items():
@@ -344,10 +344,10 @@ MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each mu
     "each state scores its own token, not the next": ("ex10-logprobs", [
         ("flat_hidden, targets = hidden[at], input_ids[:, 1:][at]",
          "flat_hidden, targets = hidden[at], input_ids[:, :-1][at]")]),
-    "each micro-batch normalised by its own token count": ("ex11-loss-normaliser", [
+    "each micro-batch normalised by its own token count": ("ex11-loss-normalizer", [
         ("return mini_batch_mask.sum().clamp(min=1)", "return micro_batch_mask.sum().clamp(min=1)")]),
-    "micro-batch-mean without the number of micro-batches": ("ex11-loss-normaliser", [(" * num_micro_batches", "")]),
-    "an empty mini-batch divides by zero": ("ex11-loss-normaliser", [
+    "micro-batch-mean without the number of micro-batches": ("ex11-loss-normalizer", [(" * num_micro_batches", "")]),
+    "an empty mini-batch divides by zero": ("ex11-loss-normalizer", [
         ("return mini_batch_mask.sum().clamp(min=1)", "return mini_batch_mask.sum()")]),
     "the gradient clipped after the step": ("ex12-update", [
         ("    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"

@@ -380,7 +380,7 @@ def test_explained_variance_against_numpy():
 @pytest.mark.parametrize("estimator", ["gae", "grpo"])
 def test_actor_loss_adds_entropy_bonus_and_grpo_kl_token_by_token(estimator):
     """Clipped term, - entropy_coef x entropy, + kl_coef x k3 (GRPO only), summed over the tokens and divided
-    by the normaliser 10: stored numbers. The entropy metric is the plain mean over the sampled tokens."""
+    by the normalizer 10: stored numbers. The entropy metric is the plain mean over the sampled tokens."""
     case = FIXTURE["actor_loss"]
     logp, entropy, old_logp, advantages, mask, ref_logp = (torch.tensor(case[k], dtype=torch.float64) for k in (
         "logp", "entropy", "old_logp", "advantages", "mask", "ref_logp"))

@@ -22,7 +22,7 @@ COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(COURSE)
 FILES = {name: os.path.join(COURSE, "tests", "fixtures", f"{name}.json") for name in
          ("ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex6-policy-loss", "ex7-value-loss", "ex8-filter",
-          "ex10-logprobs", "ex11-loss-normaliser", "ex12-update")}
+          "ex10-logprobs", "ex11-loss-normalizer", "ex12-update")}
 FILES.update({name: os.path.join(ROOT, "tests", "fixtures", f"{name}.json") for name in
               ("starpo", "envs", "paper_mode", "baselines")})
 STEP = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
@@ -332,8 +332,8 @@ def ex8_cases():
                             for ratio in (0.2, 0.5, 0.75)]}
 
 
-def ref_normalisers(mask, slices, loss_agg):
-    """Each micro-batch's normaliser, by counting: the mini-batch's response tokens (token-mean), or the
+def ref_normalizers(mask, slices, loss_agg):
+    """Each micro-batch's normalizer, by counting: the mini-batch's response tokens (token-mean), or the
     micro-batch's times the number of micro-batches (micro-batch-mean); at least 1."""
     count = lambda rows: max(1, sum(sum(row) for row in rows))  # noqa: E731
     return [float(count(mask) if loss_agg == "token-mean" else count(mask[a:b]) * len(slices)) for a, b in slices]
@@ -348,7 +348,7 @@ def ex11_cases():
             mask[rng.randrange(B)] = [0] * len(mask[0])  # a row without response tokens
         cuts = sorted(rng.sample(range(1, B), rng.randint(1, B - 1)))
         slices = [[a, b] for a, b in zip([0, *cuts], [*cuts, B])]
-        cases.append({"mask": mask, "slices": slices, **{agg: ref_normalisers(mask, slices, agg)
+        cases.append({"mask": mask, "slices": slices, **{agg: ref_normalizers(mask, slices, agg)
                                                          for agg in ("token-mean", "micro-batch-mean")}})
     return {"random_splits": cases}
 
@@ -569,7 +569,7 @@ def baselines_cases():
 
 MAKERS = {"ex1-sokoban": ex1_cases, "ex3-token-rewards": ex3_cases, "ex4-gae": ex4_cases, "ex5-grpo": ex5_cases,
           "ex6-policy-loss": ex6_cases, "ex7-value-loss": ex7_cases, "ex8-filter": ex8_cases,
-          "ex10-logprobs": ex10_cases, "ex11-loss-normaliser": ex11_cases, "ex12-update": ex12_cases,
+          "ex10-logprobs": ex10_cases, "ex11-loss-normalizer": ex11_cases, "ex12-update": ex12_cases,
           "starpo": starpo_cases,
           "envs": envs_cases, "paper_mode": paper_mode_cases, "baselines": baselines_cases}
 
@@ -651,12 +651,12 @@ def solution_disagreements(name, data):
         if not (close(actor.w.detach(), c["actor"]) and close(critic.w.detach(), c["critic"]) and [
                 rows for name, rows in events if name == "actor forward"] == c["actor_micro_batches"]):
             wrong.append("two_epochs")
-    elif name == "ex11-loss-normaliser":
+    elif name == "ex11-loss-normalizer":
         import ragen_mini
         for i, c in enumerate(data["random_splits"]):
             mini = t(c["mask"])
             for agg in ("token-mean", "micro-batch-mean"):
-                if [float(ragen_mini.loss_normaliser(mini, mini[a:b], len(c["slices"]), agg))
+                if [float(ragen_mini.loss_normalizer(mini, mini[a:b], len(c["slices"]), agg))
                         for a, b in c["slices"]] != c[agg]:
                     wrong.append(f"random_splits[{i}] {agg}")
     elif name == "envs":  # tests/test_envs.py runs the solution on all of it; here the cheap part

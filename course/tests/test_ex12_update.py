@@ -4,9 +4,9 @@ mini-batches, gradient accumulation over micro-batches, the actor's step then th
 update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator) -> the train/* metrics
 
 The models, their scoring and losses are stand-ins here, so that only the update's plumbing is graded (your
-token_logprobs, actor_loss, value_loss and loss_normaliser are not called): a model is one number per token
+token_logprobs, actor_loss, value_loss and loss_normalizer are not called): a model is one number per token
 id, w; a response token v scores w[v] (its "log-prob", or its value); the actor's loss is
--sum(advantage x w[v]) / normaliser and the critic's 0.5 x sum((w[v] - return)^2) / normaliser, the normaliser
+-sum(advantage x w[v]) / normalizer and the critic's 0.5 x sum((w[v] - return)^2) / normalizer, the normalizer
 being the mini-batch's token count. With plain SGD at learning rate 1 a step adds minus the gradient to w.
 """
 import os
@@ -43,7 +43,7 @@ class Recorder:
         self.events = []
         monkeypatch.setattr(ragen_mini, "token_logprobs", self.token_logprobs)
         monkeypatch.setattr(ragen_mini, "token_values", self.token_values)
-        monkeypatch.setattr(ragen_mini, "loss_normaliser", self.loss_normaliser)
+        monkeypatch.setattr(ragen_mini, "loss_normalizer", self.loss_normalizer)
         monkeypatch.setattr(ragen_mini.starpo, "actor_loss", self.actor_loss)
         monkeypatch.setattr(ragen_mini.starpo, "value_loss", self.value_loss)
 
@@ -57,7 +57,7 @@ class Recorder:
         return critic.w[ids[:, 1:]] * mask
 
     @staticmethod
-    def loss_normaliser(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
+    def loss_normalizer(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
         return mini_batch_mask.sum()
 
     def actor_loss(self, logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):

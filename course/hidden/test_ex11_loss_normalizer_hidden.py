@@ -1,4 +1,4 @@
-"""Exercise 11 (hidden tests): ragen_mini.loss_normaliser on other splits, dtypes and edge cases."""
+"""Exercise 11 (hidden tests): ragen_mini.loss_normalizer on other splits, dtypes and edge cases."""
 import os
 import random
 import sys
@@ -8,7 +8,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the course folder
 import adapters  # noqa: E402
 
-loss_normaliser = adapters.function("ex11-loss-normaliser")
+loss_normalizer = adapters.function("ex11-loss-normalizer")
 
 WEIGHTS = {"test_agrees_with_counting_on_random_splits": 3, "test_accumulated_gradient_is_the_mini_batch_mean": 2}
 
@@ -16,29 +16,29 @@ WEIGHTS = {"test_agrees_with_counting_on_random_splits": 3, "test_accumulated_gr
 def test_one_micro_batch_is_the_token_count_in_both_modes():
     mask = torch.tensor([[0., 1., 1.], [1., 0., 1.]])
     for loss_agg in ("token-mean", "micro-batch-mean"):
-        assert float(loss_normaliser(mask, mask, 1, loss_agg)) == 4.0, loss_agg
+        assert float(loss_normalizer(mask, mask, 1, loss_agg)) == 4.0, loss_agg
 
 
 def test_the_micro_batch_does_not_change_token_mean_and_the_count_of_micro_batches_scales_the_other():
     mini = torch.tensor([[1., 1., 1., 0.], [0., 0., 1., 1.], [1., 0., 0., 0.], [1., 1., 1., 1.]])
     for micro in (mini[:1], mini[1:3], mini[3:]):
-        assert float(loss_normaliser(mini, micro, 3, "token-mean")) == 10.0
-    assert float(loss_normaliser(mini, mini[1:3], 3, "micro-batch-mean")) == 9.0  # 3 tokens x 3
-    assert float(loss_normaliser(mini, mini[1:3], 5, "micro-batch-mean")) == 15.0
-    assert float(loss_normaliser(mini, mini[3:], 2, "micro-batch-mean")) == 8.0
+        assert float(loss_normalizer(mini, micro, 3, "token-mean")) == 10.0
+    assert float(loss_normalizer(mini, mini[1:3], 3, "micro-batch-mean")) == 9.0  # 3 tokens x 3
+    assert float(loss_normalizer(mini, mini[1:3], 5, "micro-batch-mean")) == 15.0
+    assert float(loss_normalizer(mini, mini[3:], 2, "micro-batch-mean")) == 8.0
 
 
 def test_an_empty_mini_batch_gives_one_in_both_modes():
     empty = torch.zeros(3, 4)
-    assert float(loss_normaliser(empty, empty[:2], 2, "token-mean")) == 1.0
-    assert float(loss_normaliser(empty, empty[:2], 2, "micro-batch-mean")) == 2.0
+    assert float(loss_normalizer(empty, empty[:2], 2, "token-mean")) == 1.0
+    assert float(loss_normalizer(empty, empty[:2], 2, "micro-batch-mean")) == 2.0
 
 
 def test_float64_and_boolean_like_masks():
     mini = torch.tensor([[1., 0., 1.], [1., 1., 1.]], dtype=torch.float64)
-    out = loss_normaliser(mini, mini[1:], 2, "token-mean")
+    out = loss_normalizer(mini, mini[1:], 2, "token-mean")
     assert torch.is_tensor(out) and out.dim() == 0 and float(out) == 5.0
-    assert float(loss_normaliser(mini, mini[:1], 2, "micro-batch-mean")) == 4.0
+    assert float(loss_normalizer(mini, mini[:1], 2, "micro-batch-mean")) == 4.0
 
 
 def count(mask):
@@ -56,8 +56,8 @@ def test_agrees_with_counting_on_random_splits():
         for a, b in bounds:
             want_token_mean = max(count(mask), 1)
             want_micro_mean = max(count(mask[a:b]), 1) * len(bounds)
-            assert float(loss_normaliser(mini, mini[a:b], len(bounds), "token-mean")) == want_token_mean
-            assert float(loss_normaliser(mini, mini[a:b], len(bounds), "micro-batch-mean")) == want_micro_mean
+            assert float(loss_normalizer(mini, mini[a:b], len(bounds), "token-mean")) == want_token_mean
+            assert float(loss_normalizer(mini, mini[a:b], len(bounds), "micro-batch-mean")) == want_micro_mean
 
 
 def test_accumulated_gradient_is_the_mini_batch_mean():
@@ -77,6 +77,6 @@ def test_accumulated_gradient_is_the_mini_batch_mean():
                  for p, q in parts]
         everything = sum(losses[b][t] for b in range(B) for t in range(T) if mask[b][t]) / count(mask)
         for loss_agg, want in (("token-mean", everything), ("micro-batch-mean", sum(means) / 2)):
-            total = sum(float((x[p:q] * mini[p:q]).sum() / loss_normaliser(mini, mini[p:q], 2, loss_agg))
+            total = sum(float((x[p:q] * mini[p:q]).sum() / loss_normalizer(mini, mini[p:q], 2, loss_agg))
                         for p, q in parts)
             assert abs(total - want) < 1e-9, loss_agg
