@@ -6,7 +6,8 @@ rule below (docs/findings.md holds the prose).
     python findings.py 1                       # run Finding 1's runs (several at once on one GPU), then draw
     python findings.py all                     # the whole protocol: every run, then every finding drawn
     python findings.py all --dry-run           # what `all` would start, command by command; starts nothing
-    python findings.py 1 --parallel 3          # how many runs share the GPU (default 2, for an 80 GB card)
+    python findings.py 1 --parallel 3          # how many runs share the GPU (default auto: as many as its
+                                               #   free memory holds at RUN_GIB each)
     python findings.py 1 --draw --runs results/runs/findings   # draw only, from the kept runs
 
 Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run that ended normally is marked
@@ -1028,6 +1029,43 @@ def not_ours(runs, names):
                   and (entry.name in names or os.path.exists(os.path.join(entry.path, "metrics.jsonl"))))
 
 
+# What one run of the protocol may reserve on the GPU: the largest peak measured on the SmolLM2 preset, 39.2 GiB
+# (StarPO-S; vanilla PPO 33.7 GiB, bench/results/run31_profile_smollm2.txt), plus its process's CUDA context
+# and a margin for a longer context than the measured iterations had
+RUN_GIB = 44
+
+
+def free_gpu_gib():
+    """The GPU's free memory in GiB, asked of a child process (the CUDA context it makes goes with it), or
+    None without a GPU."""
+    ask = "import torch; print(torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else '')"
+    answer = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True).stdout.strip()
+    return int(answer) / 2**30 if answer else None
+
+
+def runs_at_once(requested, free_gib):
+    """How many runs share the GPU: REQUESTED ("auto" or a number) against FREE_GIB (None: no GPU, the runs
+    go one at a time unless a number is given). A number the free memory cannot hold at RUN_GIB a run, or a
+    GPU without room for one, is refused with the reason, before any run starts.
+
+    >>> runs_at_once("auto", 139.0), runs_at_once("auto", 79.2), runs_at_once("2", 100.0), runs_at_once("auto", None)
+    (3, 1, 2, 1)
+    """
+    if free_gib is None:
+        return 1 if requested == "auto" else int(requested)
+    fits = int(free_gib // RUN_GIB)
+    if fits < 1:
+        raise SystemExit(f"error: the GPU has {free_gib:.1f} GiB free and a run of the protocol may reserve "
+                         f"{RUN_GIB} GiB (findings.RUN_GIB): free the GPU, or run on a larger one")
+    if requested == "auto":
+        return fits
+    if int(requested) > fits:
+        raise SystemExit(f"error: --parallel {requested} needs {int(requested) * RUN_GIB} GiB ({RUN_GIB} GiB a run, "
+                         f"findings.RUN_GIB) and the GPU has {free_gib:.1f} GiB free: at most {fits} at once; "
+                         "give --parallel auto or a smaller number")
+    return int(requested)
+
+
 def run_all(names, runs, parallel, extra=(), dry_run=False):
     """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks
     one that ended normally. Refuses, starting nothing, when RUNS holds a folder it did not make. DRY_RUN:
@@ -1120,8 +1158,9 @@ def main(argv=None):
                         help="the finding's number, or all: the whole protocol")
     parser.add_argument("--runs", default="runs/findings",
                         help="the folder of the run folders (default runs/findings)")
-    parser.add_argument("--parallel", type=int, default=2,
-                        help="runs at once on the GPU (default 2, for 80 GB)")
+    parser.add_argument("--parallel", default="auto",
+                        help=f"runs at once on the GPU: a number, or auto (the default): as many as its free "
+                             f"memory holds at {RUN_GIB} GiB each")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="config overrides for every run, after the budget (e.g. train.iterations=40)")
     parser.add_argument("--draw", action="store_true",
@@ -1146,14 +1185,14 @@ def main(argv=None):
             print(f"Finding {number}: {claim}\n  runs ({len(have)} of {len(names)} with results in "
                   f"{args.runs}): {', '.join(names)}")
         return None
-    if args.parallel < 1:
-        parser.error("--parallel must be at least 1")
+    if args.parallel != "auto" and not (args.parallel.isdigit() and int(args.parallel) >= 1):
+        parser.error(f"--parallel {args.parallel}: give a number of runs, at least 1, or auto")
     if os.path.exists(runs) and not os.path.isdir(runs):
         parser.error(f"--runs {runs} is a file: give the folder of the run folders")
     numbers = sorted(FINDINGS) if args.finding == "all" else [args.finding]
     if not args.draw:
         names = list(RUNS) if args.finding == "all" else FINDINGS[args.finding][1]
-        run_all(names, runs, args.parallel, args.set, args.dry_run)
+        run_all(names, runs, runs_at_once(args.parallel, free_gpu_gib()), args.set, args.dry_run)
         if args.dry_run:
             return None
     tables = [draw(number, runs) for number in numbers]

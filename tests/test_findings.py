@@ -15,6 +15,12 @@ sys.path.insert(0, str(ROOT))
 import findings  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def no_gpu_query(monkeypatch):
+    """The GPU's free memory is asked of a child process (findings.free_gpu_gib); these tests start none."""
+    monkeypatch.setattr(findings, "free_gpu_gib", lambda: None)
+
+
 def write_run(folder, rows):
     folder.mkdir(parents=True)
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))

@@ -15,6 +15,15 @@ import config  # noqa: E402
 import findings  # noqa: E402
 
 
+REAL_FREE_GPU_GIB = findings.free_gpu_gib
+
+
+@pytest.fixture(autouse=True)
+def no_gpu_query(monkeypatch):
+    """The GPU's free memory is asked of a child process (findings.free_gpu_gib); these tests start none."""
+    monkeypatch.setattr(findings, "free_gpu_gib", lambda: None)
+
+
 def config_of(seed, **changes):
     """A run's config.yaml as findings.py reads it: the keys it looks at, Sokoban StarPO-S's values."""
     cfg = {"seed": seed, "env": {"name": "sokoban", "kwargs": {}, "max_turns": 10, "max_actions_per_turn": 1},
@@ -280,3 +289,40 @@ def test_all_with_dry_run_lists_every_run_in_order_and_starts_nothing(tmp_path, 
     line = next(line for line in out if "would start sokoban-grpo-filter0.25-minibatch8-seed2" in line)
     assert line.endswith("algo.mini_batch_size=8 algo.micro_batch_size=8 "
                          f"run_dir={runs / 'sokoban-grpo-filter0.25-minibatch8-seed2'}")
+
+
+def test_runs_at_once_packs_the_card_by_its_free_memory(monkeypatch):
+    """--parallel auto: whole runs of RUN_GIB in the free memory (40 GiB a run here: 139 GiB hold 3, 119.9 hold
+    2); a number is kept when it fits and refused with the numbers when not; no GPU: one at a time."""
+    monkeypatch.setattr(findings, "RUN_GIB", 40)
+    assert [findings.runs_at_once("auto", free) for free in (139.0, 120.0, 119.9, 40.0)] == [3, 3, 2, 1]
+    assert findings.runs_at_once("2", 100.0) == 2 and findings.runs_at_once("auto", None) == 1
+    assert findings.runs_at_once("4", None) == 4
+    with pytest.raises(SystemExit, match=r"--parallel 3 needs 120 GiB .* 100.0 GiB free: at most 2"):
+        findings.runs_at_once("3", 100.0)
+    with pytest.raises(SystemExit, match=r"30.0 GiB free and a run of the protocol may reserve 40 GiB"):
+        findings.runs_at_once("auto", 30.0)
+
+
+def test_a_parallel_the_card_cannot_hold_starts_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(findings.subprocess, "Popen", lambda *a, **k: pytest.fail("a run was started"))
+    monkeypatch.setattr(findings, "free_gpu_gib", lambda: 79.2)
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit, match="at most 1 at once"):
+        findings.main(["1", "--runs", str(runs), "--parallel", "2"])
+    assert not runs.exists()
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(SystemExit):
+            findings.main(["1", "--runs", str(runs), "--parallel", bad])
+        assert "give a number of runs, at least 1, or auto" in capsys.readouterr().err
+
+
+def test_the_free_memory_query_answers_from_a_child_process():
+    """The real query (the fixture above stands in for it elsewhere): None on a machine without a GPU, such as
+    CI's; the free GiB, more than 0 and less than the card's total, on one with a GPU."""
+    import torch
+    free = REAL_FREE_GPU_GIB()
+    if torch.cuda.is_available():
+        assert 0 < free <= torch.cuda.get_device_properties(0).total_memory / 2**30
+    else:
+        assert free is None
