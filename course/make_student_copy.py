@@ -27,10 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION (\S+)\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 # Left out of the copy: the hidden tests and their reference implementations, the instructor guide (it lists
-# every planted bug), the course's own tests and the grader's (they quote solution lines to plant bugs) and the
-# raw benchmark logs (a compile log quotes the code it compiled).
-LEFT_OUT = ("course/hidden/", "course/README.md", "tests/test_course.py", "tests/test_grader_",
-            "bench/results/")
+# every planted bug), the instructor's tools for collecting and grading submissions (they grade with the hidden
+# tests, which the copy lacks), the course's own tests and the grader's (they quote solution lines to plant bugs)
+# and the raw benchmark logs (a compile log quotes the code it compiled).
+LEFT_OUT = ("course/hidden/", "course/README.md", "course/grade_folder.py", "course/make_gradescope.py",
+            "tests/test_course.py", "tests/test_course_logistics.py", "tests/test_grader_", "bench/results/")
 START_HERE = """# Start here
 
 This is the student copy of ragen-mini. The functions of the exercises raise `NotImplementedError`
@@ -64,6 +65,15 @@ exercise that needs it, hidden tests included, however good the rest of your wor
 
 So before you submit, run `python course/grade.py`: it names the file that does not import, and why.
 A test that runs longer than a minute fails (an endless loop costs that test, not the others).
+
+## What to submit
+
+For the exercises, submit the four files you edit, `envs.py`, `starpo.py`, `rollout.py` and `ragen_mini.py`, as
+they are at the top of your copy (not in a folder, not as links): only those are graded, with the visible tests
+and hidden ones, in a fresh copy of the course, so a change to any other file (a test, the grader) is not seen.
+The capstone's part (a) is `python course/capstone.py` run on those same files, so it needs nothing more; for part
+(b), submit your one-page report (PDF or Markdown, course/capstone-investigation.md) with the run folders it draws
+on, each with its `config.yaml` and `metrics.jsonl`.
 """
 
 
