@@ -17,8 +17,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -95,20 +93,17 @@ def reason(code, stderr, log):
 def kill(process):
     """End grade.py and what it started: its process group, then whatever is left (this script is their
     subreaper: grade.py's test processes lead groups of their own)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
+    grade.kill_group(process)
     grade.stop_leftovers()
 
 
 def grade_one(submission, out, command, limit):
     """Grade one submission into its report folder. -> ({exercise: points}, None) or (None, why grading failed)."""
-    if os.path.isdir(out):  # last run's reports would pass for this run's
-        shutil.rmtree(out)
-    os.makedirs(out)
+    os.makedirs(out, exist_ok=True)
     results, full, log = (os.path.join(out, name) for name in ("results.json", "full.json", "grade.log"))
+    for report in (results, full, log):  # last run's reports would pass for this run's; nothing else is removed
+        if os.path.isfile(report):
+            os.remove(report)
     args = [*command, "--submission", submission, "--hidden", "--json", results, "--teacher-json", full]
     with open(log, "w") as output:
         process = subprocess.Popen(args, stdout=output, stderr=subprocess.PIPE, text=True, cwd=out,
