@@ -158,17 +158,25 @@ def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
 
 
 def micro_batches(batch, indices, cfg, scoring=False):
-    """Consecutive slices of `indices`, each trimmed to its longest row (a crop, thanks to right padding):
+    """Consecutive slices of `indices`, longest rows first (stable; in the given order under the paper code's
+    algo.loss_agg=micro-batch-mean, whose loss depends on which rows share a micro-batch), each trimmed to its
+    longest row (a crop, thanks to right padding):
     -> list of (rows, (b, t) ids, (b, t-1) mask). A slice takes rows while it has
     fewer than algo.micro_batch_size and, with algo.micro_batch_tokens > 0, while rows x width, what its
     activations scale with, stays within it: long contexts get fewer rows, and memory stays bounded. A longer
     row goes alone. scoring=True, for a pass without gradients, which keeps no activations: any number of
     rows within algo.score_micro_batch_tokens (fewer, larger passes).
-    Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1000, 900] 1000 wide, then
-    [1200, 800]."""
+    Rows of 1000, 900, 1200 and 800 tokens, size 4, max_tokens 2500: [1200, 1000] 1200 wide, then
+    [900, 800] (in the given order: [1000, 900] 1000 wide, then [1200, 800])."""
     size, max_tokens = ((len(indices), cfg.algo.score_micro_batch_tokens) if scoring else
                         (cfg.algo.micro_batch_size, cfg.algo.micro_batch_tokens))
-    lengths = batch.attention_mask[indices].sum(-1).tolist()  # one host transfer
+    lengths = batch.attention_mask[indices].sum(-1)  # (n,)
+    if scoring or cfg.algo.loss_agg == "token-mean":
+        # longest rows first, so rows of like length share a micro-batch and little of it is padding; which
+        # rows share one changes no sum here, but micro-batch-mean's (the paper's code) keeps its order
+        order = torch.argsort(lengths, descending=True, stable=True)
+        indices, lengths = indices[order.to(indices.device)], lengths[order]
+    lengths = lengths.tolist()  # one host transfer
     slices, start = [], 0
     while start < len(indices):
         end, width = start + 1, lengths[start]

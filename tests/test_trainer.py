@@ -57,11 +57,11 @@ def ns(*overrides):
     return config.namespace(make_cfg(*overrides))
 
 
-def micro_cfg(size, max_tokens, score_tokens=1):
+def micro_cfg(size, max_tokens, score_tokens=1, loss_agg="token-mean"):
     """A config whose micro-batches take up to SIZE rows and MAX_TOKENS rows x width (0: no token limit), and
     whose scoring passes SCORE_TOKENS rows x width."""
     return SimpleNamespace(algo=SimpleNamespace(micro_batch_size=size, micro_batch_tokens=max_tokens,
-                                                score_micro_batch_tokens=score_tokens))
+                                                score_micro_batch_tokens=score_tokens, loss_agg=loss_agg))
 
 
 @pytest.fixture(scope="module")
@@ -818,7 +818,8 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
-    """micro_batches against its definition, checked slice by slice: consecutive rows in order, at most
+    """micro_batches against its definition, checked slice by slice: consecutive rows of the order sorted by
+    length, longest first, ties in the given order (in the given order under micro-batch-mean), at most
     `size` rows, rows x width within max_tokens unless the slice is one row, and none could take the
     next row without breaking a limit (that makes the slicing unique). A slice's width is its longest row,
     and its ids and mask are the batch's rows cut there. A scoring pass (every third seed) has no row limit
@@ -831,12 +832,21 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     batch = ragen_mini.collate(trajectories, 0, CPU)
     order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(seed))
     size, max_tokens = rng.randint(1, 5), rng.choice([0, rng.randint(10, 120)])
-    if seed % 3 == 2:  # scoring: the update's limits are there but must not act
+    loss_agg = "micro-batch-mean" if seed % 5 == 4 else "token-mean"
+    if seed % 3 == 2:  # scoring: the update's limits are there but must not act, and it always sorts
         score_tokens = rng.randint(10, 200)
-        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens, score_tokens), scoring=True)
-        size, max_tokens = len(lengths), score_tokens
+        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens, score_tokens, loss_agg),
+                                          scoring=True)
+        size, max_tokens, loss_agg = len(lengths), score_tokens, "token-mean"
     else:
-        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens))
+        slices = ragen_mini.micro_batches(batch, order, micro_cfg(size, max_tokens, loss_agg=loss_agg))
+    order = order.tolist()
+    if loss_agg != "micro-batch-mean":  # a plain selection of the longest remaining row, the first of equals
+        remaining, order = order, []
+        while remaining:
+            longest = max(remaining, key=lambda r: (lengths[r], -remaining.index(r)))
+            order.append(longest)
+            remaining = [r for r in remaining if r != longest]
 
     def width_of(rows):
         return max(lengths[r] for r in rows)
@@ -844,13 +854,13 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
     def fits(rows):
         width = width_of(rows)
         return len(rows) <= size and (max_tokens == 0 or len(rows) * width <= max_tokens)
-    assert [r for rows, _, _ in slices for r in rows.tolist()] == order.tolist()
+    assert [r for rows, _, _ in slices for r in rows.tolist()] == order
     start = 0
     for rows, ids, mask in slices:
         rows = rows.tolist()
         assert fits(rows) or len(rows) == 1
         end = start + len(rows)
-        assert end == len(order) or not fits(order[start:end + 1].tolist())
+        assert end == len(order) or not fits(order[start:end + 1])
         width = width_of(rows)
         assert torch.equal(ids, batch.input_ids[rows, :width])
         assert torch.equal(mask, batch.response_mask[rows, :width - 1])
