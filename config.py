@@ -53,7 +53,7 @@ RANGES = {
     "rollout.groups": (1, 4096), "rollout.group_size": (1, 1024), "rollout.temperature": (0.01, 10.0),
     "rollout.max_new_tokens": (1, 32_768), "rollout.stated_max_tokens": (1, 32_768),
     "rollout.min_new_tokens": (0, 32_768), "rollout.max_context": (2, 1_048_576),
-    "rollout.mi_groups": (0, 1024),
+    "rollout.mi_groups": (0, 1024), "rollout.mi_samples": (1, 1024),
     "algo.gamma": (0.0, 1.0), "algo.lam": (0.0, 1.0), "algo.filter_ratio": (0.001, 1.0),
     "algo.kl_coef": (0.0, 100.0),
     "algo.clip_low": (0.0, 1.0), "algo.clip_high": (0.0, 10.0), "algo.dual_clip": (0.0, 100.0),

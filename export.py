@@ -151,6 +151,7 @@ MAPPING = [
      "rollout.clean_history=false: RAGEN always keeps the cleaned reply text (docs/paper.md §9.2)",
      "note": "always on in RAGEN (§9.2)"},
     {"key": "rollout.mi_groups", "note": "a metric of ragen-mini's"},
+    {"key": "rollout.mi_samples", "note": "a metric of ragen-mini's"},
     {"key": "algo.estimator", **_same("algorithm.adv_estimator", note="`gae` or `grpo`")},
     {"key": "algo.gamma", **_same("algorithm.gamma")},
     {"key": "algo.lam", **_same("algorithm.lam")},

@@ -880,7 +880,9 @@ def draw_finding2(runs):
     tables = [*lines, "", *version_lines, "", *measures, "",
               "The share of distinct first thoughts counts how many different first-turn thoughts the rollout's "
               "seeds get (diversity); I(X;R) asks how much a thought depends on its state, from the model's own "
-              "log-probabilities of each thought under every prompt (one thought per group, 16 groups).", "",
+              "log-probabilities of each thought under every prompt (rollout.mi_samples thoughts of each of "
+              "rollout.mi_groups groups, as a run's config.yaml has them: 4 of 16 now, 1 of 16 in the kept "
+              "runs).", "",
               "Verdicts (the decision rule: docs/findings.md):", "", *verdict_table(claims, runs, None)]
     return "\n".join(tables), fig
 

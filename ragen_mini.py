@@ -412,32 +412,35 @@ def clipped_step(model, optimizer, cfg, name, logged):
 # ======================================================================================================
 @torch.no_grad()
 def measure_thought_mi(actor, chat, trajectories, cfg, device):
-    """rollout/thought_mi (starpo.thought_mutual_information): the first thought of one trajectory in each of
-    the first rollout.mi_groups groups (all groups when there are fewer), scored under every one of those
-    groups' first prompts, M x M rows. The thought is the reply's tokens before its closing tag
+    """rollout/thought_mi (starpo.thought_mutual_information): the first thoughts of the first
+    rollout.mi_samples trajectories in each of the first rollout.mi_groups groups (all, when there are
+    fewer), each scored under every one of those groups' first prompts (a group's trajectories share theirs):
+    M prompts x K thoughts, M x K rows. The thought is the reply's tokens before its closing tag
     (rollout.thought_length), as sampled, whether or not the reply kept the format. Nothing without
     rollout.think or with one group."""
-    firsts = {}
+    groups = {}  # group -> its trajectories, in their order
     for t in trajectories:
-        firsts.setdefault(t.group, t)
-    firsts = list(firsts.values())[:cfg.rollout.mi_groups]
-    if len(firsts) < 2 or not cfg.rollout.think:
+        groups.setdefault(t.group, []).append(t)
+    chosen = [members[:cfg.rollout.mi_samples] for members in list(groups.values())[:cfg.rollout.mi_groups]]
+    if len(chosen) < 2 or not cfg.rollout.think:
         return {}
-    prompts, thoughts = [], []
-    for t in firsts:
-        start, end = reply_spans(t.sampled)[0]  # the first reply, after the first prompt
-        prompts.append(t.ids[:start])
-        thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
+    prompts, thoughts, own = [], [], []  # own[k]: the prompt that thought k was sampled for
+    for g, members in enumerate(chosen):
+        start, _ = reply_spans(members[0].sampled)[0]  # the first reply, after the group's first prompt
+        prompts.append(members[0].ids[:start])
+        for t in members:
+            start, end = reply_spans(t.sampled)[0]
+            thoughts.append(t.ids[start:start + thought_length(t.ids[start:end], chat.tokenizer)])
+            own.append(g)
     pairs = [Trajectory(seed=0, group=0, ids=prompt + thought, sampled=[0] * len(prompt) + [1] * len(thought))
-             for prompt in prompts for thought in thoughts]  # row i * M + j: thought j after prompt i
+             for prompt in prompts for thought in thoughts]  # row i * K + k: thought k after prompt i
     batch = collate(pairs, chat.pad_id, device)
-    summed = torch.zeros(len(pairs), device=device)  # (M*M,) log p(thought j | prompt i)
+    summed = torch.zeros(len(pairs), device=device)  # (M*K,) log p(thought k | prompt i)
     for rows, ids, mask in micro_batches(batch, torch.arange(len(pairs)), cfg, scoring=True):
         logp = token_logprobs(actor, ids, mask, cfg)[0]
         summed[rows.to(device)] = (logp * mask).sum(-1)
-    return {"rollout/thought_mi":
-            float(starpo.thought_mutual_information(summed.view(len(firsts), len(firsts))))}
-
+    return {"rollout/thought_mi": float(starpo.thought_mutual_information(
+        summed.view(len(prompts), len(thoughts)).cpu(), torch.tensor(own)))}
 
 
 def main(argv=None):

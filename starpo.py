@@ -426,23 +426,28 @@ def select_groups_by_reward_std(rewards, group_ids, filter_ratio, largest=True):
     # END SOLUTION
 
 
-def thought_mutual_information(logp):
+def thought_mutual_information(logp, own=None):
     """I(X; R) between the prompts X and the thoughts R of a batch, in nats, estimated from the model's own
-    log-probs (the Echo Trap, Finding 2: a thought that fits every state equally is a template). logp[i, j] is
-    log p(thought j | prompt i), summed over the thought's tokens: (M, M), thought j sampled for prompt j.
-    Under the batch's M prompts, uniform, p(r) = mean_i p(r | x_i), and
+    log-probs (the Echo Trap, Finding 2: a thought that fits every state equally is a template). logp[i, k] is
+    log p(thought k | prompt i), summed over the thought's tokens: (M, K) for M prompts and K thoughts, thought
+    k sampled for prompt own[k] (own: (K,) prompt indices; None: thought k for prompt k, K = M). Under the
+    batch's M prompts, uniform, p(r) = mean_i p(r | x_i), and
 
-        I = mean_j [ log p(r_j | x_j) - log mean_i p(r_j | x_i) ],
+        I = mean_k [ log p(r_k | x_own[k]) - log mean_i p(r_k | x_i) ],
 
     which is 0 when each thought is as likely under every prompt (one template for all states, or no thoughts
-    at all) and reaches log M when each thought fits its own prompt alone. An estimate from M samples, it can
-    come out slightly below 0. Low entropy with a high I is one confident answer per
-    state; low entropy with I near 0 is template collapse.
+    at all) and reaches log M when each thought fits its own prompt alone. An estimate from K samples, it can
+    come out slightly below 0; several thoughts per prompt make it less noisy. Low entropy with a high I is one
+    confident answer per state; low entropy with I near 0 is template collapse.
 
     >>> round(float(thought_mutual_information(torch.tensor([[0.0, -50.0], [-50.0, 0.0]]))), 4)  # log 2
     0.6931
     >>> float(thought_mutual_information(torch.tensor([[-3.0, -5.0], [-3.0, -5.0]])))  # a template: no I
     0.0
+    >>> round(float(thought_mutual_information(torch.tensor([[0.0, 0.0, -50.0], [-50.0, -50.0, 0.0]]),
+    ...                                        own=torch.tensor([0, 0, 1]))), 4)  # two thoughts for prompt 0
+    0.6931
     """
-    M = logp.shape[0]
-    return (logp.diagonal() - (torch.logsumexp(logp, dim=0) - math.log(M))).mean()
+    M, K = logp.shape
+    own = torch.arange(K) if own is None else own
+    return (logp[own, torch.arange(K)] - (torch.logsumexp(logp, dim=0) - math.log(M))).mean()

@@ -167,6 +167,12 @@ def test_thought_mutual_information_against_a_hand_computation():
     assert float(starpo.thought_mutual_information(torch.zeros(4, 4))) == pytest.approx(0.0, abs=1e-7)  # one template
     diagonal = torch.full((4, 4), -1e4).fill_diagonal_(0.0)
     assert float(starpo.thought_mutual_information(diagonal)) == pytest.approx(math.log(4))  # each fits its own prompt
+    # several thoughts per prompt: thought k was sampled for prompt own[k]
+    rows, own = [[-1.0, -2.5, -4.0, -0.5, -3.0], [-2.0, -1.0, -1.5, -6.0, -2.0]], [0, 0, 1, 1, 1]
+    by_hand = sum(rows[own[k]][k] - math.log((math.exp(rows[0][k]) + math.exp(rows[1][k])) / 2)
+                  for k in range(5)) / 5
+    got = float(starpo.thought_mutual_information(torch.tensor(rows), torch.tensor(own)))
+    assert got == pytest.approx(by_hand, abs=1e-6)
 
 
 def test_thought_metrics_on_hand_built_trajectories():
@@ -182,31 +188,39 @@ def test_thought_metrics_on_hand_built_trajectories():
 
 def test_the_trainers_mi_scores_each_thought_under_every_prompt(tok_actor):
     """ragen_mini.measure_thought_mi against each (prompt, thought) pair scored alone, unpadded, by the trainer's
-    token_logprobs (course exercise ex10, graded by its own tests), on hand-placed thoughts."""
+    token_logprobs (course exercise ex10, graded by its own tests), and I by hand in plain floats, on
+    hand-placed thoughts: the first mi_samples = 2 trajectories of the first mi_groups = 2 groups count."""
     tok, actor = tok_actor
-    cfg = ns("rollout.mi_groups=2")
+    cfg = ns("rollout.mi_groups=2", "rollout.mi_samples=2")
     chat = rollout.chat_format(tok)
-    thoughts = [encode(tok, " go up"), encode(tok, " the box is left of me")]
+    words = [" go up", " the box is left of me", " push it right", " wall", " up up", " I see a target"]
     answer = encode(tok, " </think><answer>Up</answer>") + [chat.end_of_turn_id]
-    trajectories, prompts = [], []
-    for group, (seed, thought) in enumerate(zip((5, 6, 7), thoughts + [thoughts[0]])):
+    trajectories, prompts, counted = [], [], []  # counted: (group, thought ids) of the thoughts that count
+    for group, seed in enumerate((5, 6, 7)):
         env = make_env("sokoban")
         prompt = encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
         prompts.append(prompt)
-        for _ in range(2):  # two trajectories a group: the first one's thought counts
+        for sample in range(3):  # three trajectories a group, each with a thought of its own
+            thought = encode(tok, words[(2 * group + sample) % len(words)])
             trajectories.append(Trajectory(seed=seed, group=group, ids=prompt + thought + answer,
                                            sampled=[0] * len(prompt) + [1] * (len(thought) + len(answer))))
-    logp = torch.zeros(2, 2)  # the first mi_groups = 2 groups
+            if group < 2 and sample < 2:
+                counted.append((group, thought))
+    logp = [[0.0] * len(counted) for _ in range(2)]  # log p(thought k | prompt i), each pair alone
     with torch.no_grad():
         for i in range(2):
-            for j in range(2):
-                mask = torch.tensor([[0.0] * (len(prompts[i]) - 1) + [1.0] * len(thoughts[j])])
-                pair = torch.tensor([prompts[i] + thoughts[j]])
-                logp[i, j] = ragen_mini.token_logprobs(actor, pair, mask, cfg)[0].sum()
-    expected = float(starpo.thought_mutual_information(logp))
+            for k, (_, thought) in enumerate(counted):
+                mask = torch.tensor([[0.0] * (len(prompts[i]) - 1) + [1.0] * len(thought)])
+                pair = torch.tensor([prompts[i] + thought])
+                logp[i][k] = float(ragen_mini.token_logprobs(actor, pair, mask, cfg)[0].sum())
+    expected = sum(logp[g][k] - math.log((math.exp(logp[0][k]) + math.exp(logp[1][k])) / 2)
+                   for k, (g, _) in enumerate(counted)) / len(counted)
     got = ragen_mini.measure_thought_mi(actor, chat, trajectories, cfg, CPU)["rollout/thought_mi"]
-    assert got == pytest.approx(expected, abs=1e-3) and abs(expected) > 1e-3
-    assert ragen_mini.measure_thought_mi(actor, chat, trajectories[:2], cfg, CPU) == {}  # one group: nothing to compare
+    # each thought credited to the other prompt gives another number: the test can tell them apart
+    swapped = sum(logp[1 - g][k] - math.log((math.exp(logp[0][k]) + math.exp(logp[1][k])) / 2)
+                  for k, (g, _) in enumerate(counted)) / len(counted)
+    assert got == pytest.approx(expected, rel=1e-3, abs=1e-7) and abs(expected - swapped) > 1e-5
+    assert ragen_mini.measure_thought_mi(actor, chat, trajectories[:3], cfg, CPU) == {}  # one group: nothing to compare
 
 
 def test_the_docstring_examples_of_the_rollout_hold():
