@@ -536,7 +536,7 @@ def group_reward_std(rewards, group_ids):
     return float(starpo.group_stats(rewards, group_ids)[2].mean())  # the filter's own (Bessel) std
 
 
-def evaluate(sampler, cfg, title, samples_path, iteration=None):
+def evaluate(rollout_model, cfg, title, samples_path, iteration=None):
     """eval.k rollouts per fixed evaluation seed, in chunks of the training batch (no more memory than a
     training rollout; the static decoder is the training one). The first rollout of the first eval.samples
     seeds is kept as records (episode_record) titled `title` ("Evaluation at iteration 10") of training
@@ -553,7 +553,7 @@ def evaluate(sampler, cfg, title, samples_path, iteration=None):
     with torch.random.fork_rng():
         for start in tqdm(range(0, len(seeds), chunk), desc=title.lower(), leave=False, unit="batch"):
             part = seeds[start:start + chunk]
-            trajectories += play_episodes(LLMPolicy(sampler, cfg, cfg.eval.temperature), sampler.chat, cfg,
+            trajectories += play_episodes(LLMPolicy(rollout_model, cfg, cfg.eval.temperature), rollout_model.chat, cfg,
                                           part, part)
     iteration = iteration_of(title) if iteration is None else iteration
     records = [episode_record(t, title, iteration, k)  # read these to see the echo trap happen

@@ -40,9 +40,9 @@ from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weight
                          drop_after_checkpoint, evaluate, load_state, open_run_folder, release_lock,
                          report_zero_signal, run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
-from models import (Critic, Engine, bf16_sampler, build_critic, choose_engine, copy_weights, load_models,
+from models import (Critic, Engine, bf16_copy, build_critic, choose_engine, copy_weights, load_models,
                     train_device, use_cpu_threads)
-from rollout import (ChatFormat, Sampler, chat_format, own_thoughts_policy, play_episodes, random_policy,
+from rollout import (ChatFormat, RolloutModel, chat_format, own_thoughts_policy, play_episodes, random_policy,
                      without_thoughts)
 
 
@@ -56,7 +56,7 @@ class Run:
     chat: ChatFormat
     actor: torch.nn.Module               # trained in float32
     # plays the episodes: the actor itself on the CPU, a bf16 copy on a GPU
-    sampler: Sampler
+    rollout_model: RolloutModel
     critic: Critic                       # None with GRPO
     reference: torch.nn.Module           # the frozen starting policy; None without a KL term
     optimizers: dict                     # "actor" (and "critic") -> AdamW
@@ -94,8 +94,8 @@ def setup(cfg_dict, resume_dir, ctrl_c=None, watchdog=None):
 def load_policy(cfg, saved_actor=None):
     """What training and --eval both start from: the actor (from SAVED_ACTOR, a checkpoint's actor folder,
     when given), its chat format (end-of-turn and stop ids, from the model's own template), the engine
-    (models.choose_engine: rollout.engine resolved for this model and device, once) and the sampler that
-    plays the episodes. -> (device, actor, sampler, engine); the chat format is sampler.chat"""
+    (models.choose_engine: rollout.engine resolved for this model and device, once) and the rollout model that
+    plays the episodes. -> (device, actor, rollout_model, engine); the chat format is rollout_model.chat"""
     device = train_device(cfg)
     torch.manual_seed(cfg.seed)  # sampling; env seeds come from the run's seed_rng, puzzles from their seeds
     tokenizer, actor = load_models(cfg, device, saved_actor)
@@ -104,7 +104,7 @@ def load_policy(cfg, saved_actor=None):
     chat = chat_format(tokenizer, actor.generation_config)
     engine = choose_engine(cfg, actor, device)
     actor.logprob_and_entropy = engine.logprob_and_entropy  # the log-softmax ragen_mini.token_logprobs uses
-    return device, actor, build_sampler(actor, chat, cfg, device, engine), engine
+    return device, actor, build_rollout_model(actor, chat, cfg, device, engine), engine
 
 
 def record_code_version(cfg_dict, resume_dir):
@@ -120,11 +120,11 @@ def record_code_version(cfg_dict, resume_dir):
               "and its config keeps the first")
 
 
-def build_sampler(actor, chat, cfg, device, engine):
-    """What samples the rollouts (rollout.Sampler): a bf16 copy of the actor on a GPU (the actor itself on the
+def build_rollout_model(actor, chat, cfg, device, engine):
+    """What samples the rollouts (rollout.RolloutModel): a bf16 copy of the actor on a GPU (the actor itself on the
     CPU), with the fast engine's static decoder, or transformers' generate on the readable path."""
-    model = bf16_sampler(actor) if device.type == "cuda" else actor
-    return Sampler(model, chat, engine.fast.static_decoder(model, chat, cfg) if engine.fast else None)
+    model = bf16_copy(actor) if device.type == "cuda" else actor
+    return RolloutModel(model, chat, engine.fast.static_decoder(model, chat, cfg) if engine.fast else None)
 
 
 def build_run(cfg_dict, run_dir, resume_dir, beat):
@@ -134,20 +134,20 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
     record_code_version(cfg_dict, resume_dir)
     cfg = namespace(cfg_dict)
     saved_actor = os.path.join(resume_dir, "checkpoint", "actor") if resume_dir else None
-    device, actor, sampler, engine = load_policy(cfg, saved_actor)
+    device, actor, rollout_model, engine = load_policy(cfg, saved_actor)
     write_file(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(cfg_dict, sort_keys=False))
     first_metrics = {"iteration": 0}  # what happened before iteration 1, written with the first evaluation
     if not resume_dir and cfg.warmup.steps > 0:
         # a real model's own starting point
         if cfg.model.name not in tiny.IN_PROCESS_MODELS and cfg.eval.every > 0:
-            before = evaluate(sampler, cfg, "Evaluation before the format warm-up",
+            before = evaluate(rollout_model, cfg, "Evaluation before the format warm-up",
                               os.path.join(run_dir, "samples.md"))
             first_metrics.update({key.replace("eval/", "pre_warmup/"): value
                                   for key, value in before.items()})
         warmup_start = time.time()
-        first_metrics["warmup/loss"] = format_warmup(actor, sampler, cfg, device, beat)
+        first_metrics["warmup/loss"] = format_warmup(actor, rollout_model, cfg, device, beat)
         first_metrics["perf/warmup_s"] = time.time() - warmup_start
-        copy_weights(actor, sampler.model)
+        copy_weights(actor, rollout_model.model)
         tqdm.write(f"format warm-up: {cfg.warmup.steps} steps in {first_metrics['perf/warmup_s']:.0f} s, "
                    f"final loss {first_metrics['warmup/loss']:.3f}")
     critic = build_critic(cfg, actor, device)
@@ -157,11 +157,11 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
                                                           dtype=torch.float32).to(device)
                      if resume_dir else copy.deepcopy(actor)).eval().requires_grad_(False)
         reference.logprob_and_entropy = engine.logprob_and_entropy  # scored as the actor is (load_policy)
-    if cfg.model.gradient_checkpointing:  # after the sampler's copy: the sampler never runs backward
+    if cfg.model.gradient_checkpointing:  # after the rollout model's copy: the rollout model never runs backward
         actor.gradient_checkpointing_enable()
         if critic is not None:
             critic.backbone.gradient_checkpointing_enable()
-    if engine.fast:  # after every copy (a copy would share the compiled code); the sampler decodes with its own
+    if engine.fast:  # after every copy (a copy would share the compiled code); the rollout model decodes with its own
         engine.fast.compile_for_training(actor.base_model, critic and critic.backbone,
                                          reference and reference.base_model)
     fused = device.type == "cuda"  # one kernel for the whole AdamW step instead of one per tensor group
@@ -170,8 +170,8 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
                   for name, model, lr in (("actor", actor, cfg.algo.actor_lr),
                                           ("critic", critic, cfg.algo.critic_lr))
                   if model is not None}
-    run = Run(cfg=cfg, engine=engine, device=device, run_dir=run_dir, chat=sampler.chat, actor=actor,
-              sampler=sampler, critic=critic, reference=reference, optimizers=optimizers,
+    run = Run(cfg=cfg, engine=engine, device=device, run_dir=run_dir, chat=rollout_model.chat, actor=actor,
+              rollout_model=rollout_model, critic=critic, reference=reference, optimizers=optimizers,
               seed_rng=np.random.default_rng(cfg.seed), generator=torch.Generator().manual_seed(cfg.seed),
               start=1, beat=beat)
     if resume_dir:
@@ -186,14 +186,14 @@ def build_run(cfg_dict, run_dir, resume_dir, beat):
                    "(2-3 minutes; nothing later)")
     if run.start == 1 and cfg.eval.every > 0:
         beat("evaluating at iteration 0")
-        write_metrics(run_dir, {**first_metrics, **evaluate(sampler, cfg, "Evaluation at iteration 0",
+        write_metrics(run_dir, {**first_metrics, **evaluate(rollout_model, cfg, "Evaluation at iteration 0",
                                                             os.path.join(run_dir, "samples.md"))})
     # last, once metrics.jsonl is settled: the logger starts from its rows (iteration 0, or the checkpoint's)
     run.logger = run_log.open_logger(cfg_dict, run_dir, resumed_at=run.start - 1 if resume_dir else None)
     return run
 
 
-def format_warmup(actor, sampler, cfg, device, beat=lambda doing: None):
+def format_warmup(actor, rollout_model, cfg, device, beat=lambda doing: None):
     """Supervised warm-up on transcripts of the answer format (the "cold start" of many RL recipes), for
     models that cannot follow it yet: the in-process models' random weights, and small pretrained models
     that echo the prompt's placeholders instead of answering. The transcripts' actions are uniformly
@@ -210,10 +210,10 @@ def format_warmup(actor, sampler, cfg, device, beat=lambda doing: None):
     grid): the tiny model's stand-in for what Qwen brings from pre-training. To predict the grid after
     "Up" it must find the player and know how moves work, the very features a policy needs; which
     action is good is still left to RL, since the transcripts' actions are random."""
-    chat, rng = sampler.chat, random.Random(cfg.seed)
+    chat, rng = rollout_model.chat, random.Random(cfg.seed)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=cfg.warmup.lr)
     total = torch.tensor(float("nan"))
-    for transcripts in tqdm(warmup_transcripts(sampler, cfg, rng), total=cfg.warmup.steps,
+    for transcripts in tqdm(warmup_transcripts(rollout_model, cfg, rng), total=cfg.warmup.steps,
                             desc="format warm-up", leave=False):
         beat("in the format warm-up")
         if cfg.warmup.thoughts == "own" and cfg.rollout.think and not cfg.warmup.thought_loss:
@@ -236,22 +236,22 @@ def format_warmup(actor, sampler, cfg, device, beat=lambda doing: None):
     return float(total)
 
 
-def warmup_transcripts(sampler, cfg, rng):
+def warmup_transcripts(rollout_model, cfg, rng):
     """The warm-up's transcripts, one list of warmup.batch_size Trajectory per step. The random teacher plays
     each step's as it comes; the model's own thoughts are all sampled first, in chunks of the training batch,
-    from the model as it is before the warm-up (on the CPU the sampler is the actor, which the warm-up
+    from the model as it is before the warm-up (on the CPU the rollout model is the actor, which the warm-up
     trains)."""
     steps, size = cfg.warmup.steps, cfg.warmup.batch_size
     if cfg.warmup.thoughts == "none" or not cfg.rollout.think:
         for _ in range(steps):
             seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(size)]
-            yield play_episodes(random_policy(sampler.chat, cfg, rng), sampler.chat, cfg, seeds, seeds)
+            yield play_episodes(random_policy(rollout_model.chat, cfg, rng), rollout_model.chat, cfg, seeds, seeds)
         return
     seeds = [rng.randrange(cfg.eval.seed_offset) for _ in range(steps * size)]
     chunk, transcripts = cfg.rollout.groups * cfg.rollout.group_size, []
     for start in tqdm(range(0, len(seeds), chunk), desc="warm-up thoughts", leave=False):
         part = seeds[start:start + chunk]
-        transcripts += play_episodes(own_thoughts_policy(sampler, cfg, rng), sampler.chat, cfg, part, part)
+        transcripts += play_episodes(own_thoughts_policy(rollout_model, cfg, rng), rollout_model.chat, cfg, part, part)
     for step in range(steps):
         yield transcripts[step * size:(step + 1) * size]
 
@@ -289,7 +289,7 @@ def settle_evaluation_at_checkpoint(run):
     row = {key: value for key, value in rows[-1].items() if not key.startswith("eval/")}
     # before the row is rewritten: a crash while evaluating leaves the row whole, the evaluation still owed
     if owed:
-        row.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
+        row.update(evaluate(run.rollout_model, cfg, f"Evaluation at iteration {iteration}",
                             os.path.join(run.run_dir, "samples.md")))
     else:
         # that evaluation's samples go, and the row, written below
@@ -327,7 +327,7 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     # made off the eval.every grid at a stop it trains past (settle_evaluation_at_checkpoint): resuming equals
     # not stopping
     if cfg.eval.every > 0 and (iteration % cfg.eval.every == 0 or last) and not interrupted:
-        metrics.update(evaluate(run.sampler, cfg, f"Evaluation at iteration {iteration}",
+        metrics.update(evaluate(run.rollout_model, cfg, f"Evaluation at iteration {iteration}",
                                 os.path.join(run.run_dir, "samples.md")))
     write_metrics(run.run_dir, metrics)
     run_log.log_row(run.logger, metrics)  # train.log_to: the same row, nothing else
@@ -365,9 +365,9 @@ def evaluate_saved_actor(run_dir, overrides):
     check_no_links(run_dir)
     cfg = namespace(load_run_config(run_dir, overrides))
     tqdm.write(f"loading the actor saved in {os.path.join(run_dir, 'checkpoint', 'actor')}")
-    _, _, sampler, _ = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
+    _, _, rollout_model, _ = load_policy(cfg, os.path.join(run_dir, "checkpoint", "actor"))
     iteration = load_state(run_dir, "--eval")["iteration"]
-    metrics = evaluate(sampler, cfg, f"Evaluation of the checkpoint at iteration {iteration}",
+    metrics = evaluate(rollout_model, cfg, f"Evaluation of the checkpoint at iteration {iteration}",
                        os.path.join(run_dir, "eval_samples.md"))
     line = {"iteration": iteration, "eval.k": cfg.eval.k, "eval.num_seeds": cfg.eval.num_seeds,
             "eval.temperature": cfg.eval.temperature, **metrics}

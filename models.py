@@ -229,22 +229,22 @@ def build_critic(cfg, actor, device):
     return Critic(copy.deepcopy(actor.base_model), actor.config.hidden_size).to(device).train()
 
 
-def copy_weights(actor, sampler):
-    """Bring the bf16 sampler up to date with the trained actor, in place: the compiled decoder keeps
+def copy_weights(actor, rollout_model):
+    """Bring the bf16 rollout model up to date with the trained actor, in place: the compiled decoder keeps
     pointing at the same buffers. Nothing to do where the actor samples itself (the CPU)."""
-    if sampler is not actor:
+    if rollout_model is not actor:
         with torch.no_grad():
-            for sampled_param, param in zip(sampler.parameters(), actor.parameters()):
+            for sampled_param, param in zip(rollout_model.parameters(), actor.parameters()):
                 sampled_param.copy_(param)
 
 
-def bf16_sampler(actor):
+def bf16_copy(actor):
     """The GPU samples from a bf16 copy (half the bytes per decoding step) while float32 weights train.
     Parameters only: a bf16 RoPE inv_freq buffer would shift every position's angle."""
-    sampler = copy.deepcopy(actor).eval()
-    for param in sampler.parameters():
+    rollout_model = copy.deepcopy(actor).eval()
+    for param in rollout_model.parameters():
         param.data = param.data.to(torch.bfloat16)
-    return sampler
+    return rollout_model
 
 
 def train_device(cfg):

@@ -56,7 +56,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None, watchdog=None):
 
         # 1. ROLLOUT: P seeds x N samples; the N samples of a seed form one group
         seeds = run.seed_rng.integers(0, cfg.eval.seed_offset, size=P)
-        policy = LLMPolicy(run.sampler, cfg, cfg.rollout.temperature)
+        policy = LLMPolicy(run.rollout_model, cfg, cfg.rollout.temperature)
         trajectories = play_episodes(policy, run.chat, cfg, np.repeat(seeds, N), np.repeat(np.arange(P), N))
         metrics = {"iteration": iteration, **rollout_metrics(trajectories, "rollout"),
                    "perf/rollout_s": clock.lap(), "perf/generate_s": policy.generate_s,
@@ -92,7 +92,7 @@ def train(cfg_dict, resume_dir=None, bench=False, ctrl_c=None, watchdog=None):
         # 5. UPDATE: clipped policy loss and value loss, mini-batch by mini-batch
         metrics.update(update(batch, run.actor, run.critic, run.optimizers["actor"],
                               run.optimizers.get("critic"), cfg, run.device, run.generator))
-        copy_weights(run.actor, run.sampler.model)
+        copy_weights(run.actor, run.rollout_model.model)
         metrics["perf/update_s"] = clock.lap()
         if launch.end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c, bench):
             break
@@ -190,7 +190,7 @@ def micro_batches(batch, indices, cfg, scoring=False):
 
 
 def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, temperature=None):
-    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only, at the sampler's
+    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only, at the rollout model's
     temperature (rollout.temperature) unless another is given. -> two (b, T-1), 0 off the response positions.
     The last hidden state at position t (hidden_states(actor.base_model, input_ids): (b, T, H)) predicts token
     t+1, so column t of the (b, T-1) grid pairs the state at t with token t+1, and response_mask[:, t] = 1

@@ -6,7 +6,7 @@ come back as the next user message. A trajectory is kept as the exact token ids 
 produced, marked 1 only where the model sampled them (docs/paper.md §7.5-7.7).
 
     chat = chat_format(tokenizer, model.generation_config)
-    trajectories = play_episodes(LLMPolicy(Sampler(model, chat), cfg, temperature), chat, cfg, seeds,
+    trajectories = play_episodes(LLMPolicy(RolloutModel(model, chat), cfg, temperature), chat, cfg, seeds,
                                  group_ids)
 
 This file holds the paper's prompts (first_user_message, turn_message, reward_message), what a chat
@@ -467,9 +467,9 @@ def cut_at_stop(row, stop_ids):
 
 
 @dataclass
-class Sampler:
-    """What plays the episodes: the model that samples (the actor itself on the CPU, a bf16 copy of it on a
-    GPU: launch.build_sampler), its chat format, and how it decodes: transformers' `generate` when `decoder`
+class RolloutModel:
+    """The model the episodes are sampled from (the actor itself on the CPU, a bf16 copy of it on a GPU:
+    launch.build_rollout_model), its chat format, and how it decodes: transformers' `generate` when `decoder`
     is None, else the fast engine's static decoder (fast/decoder.py, rollout.engine), built once for the
     rollout batch. The trainer, the evaluation and the warm-up's teacher all sample through one."""
     model: torch.nn.Module
@@ -478,21 +478,22 @@ class Sampler:
 
 
 class LLMPolicy:
-    """The LLM as a policy: sample one turn for all the contexts in one call, with the sampler's decoder. The
+    """The LLM as a policy: sample one turn for all the contexts in one call, with the rollout model's decoder. The
     static decoder keeps the conversation's KV cache from one call to the next: an LLMPolicy serves one
     batch of episodes with fixed weights (the trainer makes one per rollout). generate_s adds up the time
     spent sampling, decode_steps the decoding steps: every turn takes as many as its longest reply has
     tokens, so one rambling row makes the whole batch wait."""
 
-    def __init__(self, sampler, cfg, temperature):
-        self.sampler, self.cfg, self.temperature = sampler, cfg, temperature
+    def __init__(self, rollout_model, cfg, temperature):
+        self.rollout_model, self.cfg, self.temperature = rollout_model, cfg, temperature
         self.generate_s = 0.0  # the rest of perf/rollout_s is envs and tokenizer
         self.decode_steps = 0
         self.calls = 0
 
     @torch.no_grad()
     def __call__(self, contexts):
-        model, chat, decoder, cfg = self.sampler.model, self.sampler.chat, self.sampler.decoder, self.cfg
+        model, chat, decoder = self.rollout_model.model, self.rollout_model.chat, self.rollout_model.decoder
+        cfg = self.cfg
         started, was_training = time.perf_counter(), model.training
         # On the CPU train() samples with the actor itself; with gradient checkpointing, train mode drops the
         # KV cache.
@@ -503,7 +504,7 @@ class LLMPolicy:
             input_ids, attention_mask = (x.to(model.device) for x in left_pad(contexts, chat.pad_id))
             sampling = dict(do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0) \
                 if self.temperature > 0 else dict(do_sample=False)
-            # Pass every sampler knob: generate() would otherwise apply the model's generation_config
+            # Pass every sampling knob: generate() would otherwise apply the model's generation_config
             # (Qwen's: top_k=20, top_p=0.8, repetition_penalty=1.05) and sample from another distribution.
             new_tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                         max_new_tokens=cfg.rollout.max_new_tokens,
@@ -585,7 +586,7 @@ def echoes(thought, prompt):
                for sentence in re.split(r"(?<=[.!?])\s+", thought))
 
 
-def own_thoughts_policy(sampler, cfg, rng, tries=4):
+def own_thoughts_policy(rollout_model, cfg, rng, tries=4):
     """The format warm-up's teacher with warmup.thoughts=own: each answer is a thought the model itself writes
     when asked about the state without the format line (thought_prompt, sampled at warmup.thought_temperature,
     its first warmup.thought_tokens tokens kept), then a uniformly random valid action, closed by the
@@ -597,7 +598,7 @@ def own_thoughts_policy(sampler, cfg, rng, tries=4):
     reply's first token that holds "<"; the thought is cut so that the reply fits rollout.max_new_tokens.
     A static decoder samples up to rollout.max_new_tokens, cut after."""
     # the env only for its action names and budget
-    chat, tokenizer, env = sampler.chat, sampler.chat.tokenizer, new_env(cfg)
+    chat, tokenizer, env = rollout_model.chat, rollout_model.chat.tokenizer, new_env(cfg)
     sampling = copy.deepcopy(cfg)  # transformers' generate (no decoder) stops at the thought's limit
     sampling.rollout.max_new_tokens, sampling.rollout.min_new_tokens = cfg.warmup.thought_tokens, 0
 
@@ -606,7 +607,7 @@ def own_thoughts_policy(sampler, cfg, rng, tries=4):
         prompts = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in asked]
         thoughts, todo = [""] * len(contexts), list(range(len(contexts)))
         for _ in range(tries):
-            sampled = LLMPolicy(sampler, sampling, cfg.warmup.thought_temperature)([prompts[i] for i in todo])
+            sampled = LLMPolicy(rollout_model, sampling, cfg.warmup.thought_temperature)([prompts[i] for i in todo])
             texts = tokenizer.batch_decode([ids[:cfg.warmup.thought_tokens] for ids in sampled],
                                            skip_special_tokens=True)
             for i, text in zip(todo, texts):

@@ -19,7 +19,7 @@ How well the critic predicts the returns                     -> explained_varian
 StarPO-S uncertainty filtering, Finding 4                    -> select_groups_by_reward_std
 StarPO-S critic incorporation (PPO more stable, Finding 1)   -> compute_gae + value_loss
 Collapse warning sign: entropy drops first, Finding 3        -> entropy_from_logits
-The log-probs the ratio compares, with the sampler's T       -> logprob_and_entropy
+The log-probs the ratio compares, with the rollout's T       -> logprob_and_entropy
 Token means over the whole mini-batch (docs/paper.md §7.8)    -> masked_mean, masked_whiten
 Echo Trap, Finding 2: do the thoughts still depend on the state? -> thought_mutual_information
 (Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
@@ -351,7 +351,7 @@ def entropy_from_logits(logits):
 def logprob_and_entropy(logits, targets, temperature, with_entropy=True):
     """The trainer's per-token numbers from one row of logits per response token: log pi(target) and
     the entropy, both of softmax(logits / T). (n, V) logits, (n,) targets -> two (n,) float32 (the
-    entropy is zeros without with_entropy). T is the sampler's temperature: the PPO ratio must compare
+    entropy is zeros without with_entropy). T is the rollout's temperature: the PPO ratio must compare
     the very distribution that sampled (docs/paper.md §7.1).
     log pi = z_target - logsumexp(z), z = logits / T.
 

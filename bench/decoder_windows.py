@@ -25,8 +25,8 @@ parser.add_argument("--config", required=True)
 parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 cfg = namespace(load_config(args.config, args.overrides))
-device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
-decoder = sampler.decoder
+device, actor, rollout_model, _ = launch.load_policy(cfg)  # as a run loads them
+decoder = rollout_model.decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")
 batch = cfg.rollout.groups * cfg.rollout.group_size
@@ -35,7 +35,7 @@ lengths = range(300, cfg.rollout.max_context - cfg.rollout.max_new_tokens + 1, 2
 generator = torch.Generator().manual_seed(0)
 for attempt in ("first", "again"):
     for length in lengths:
-        vocab = min(1000, len(sampler.chat.tokenizer))
+        vocab = min(1000, len(rollout_model.chat.tokenizer))
         contexts = torch.randint(10, vocab, (batch, length), generator=generator).tolist()
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -19,8 +19,8 @@ from config import load_config, namespace  # noqa: E402
 overrides = ["model.name=random-qwen2.5-0.5b", "rollout.max_new_tokens=128", "rollout.min_new_tokens=128",
              *sys.argv[1:]]
 cfg = namespace(load_config(None, overrides))  # config.yaml, the paper's setup
-device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
-chat, decoder = sampler.chat, sampler.decoder
+device, actor, rollout_model, _ = launch.load_policy(cfg)  # as a run loads them
+chat, decoder = rollout_model.chat, rollout_model.decoder
 prefill_s = 0.0
 if decoder is not None:  # time each prefill, waiting for the GPU before and after it
     feed = decoder.feed
@@ -40,7 +40,7 @@ profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CP
                                               torch.profiler.ProfilerActivity.CUDA])
 for label in ("warm-up", "timed", "timed", "timed", "profiled"):
     prefill_s = 0.0
-    policy = rollout.LLMPolicy(sampler, cfg, cfg.rollout.temperature)
+    policy = rollout.LLMPolicy(rollout_model, cfg, cfg.rollout.temperature)
     start = time.perf_counter()
     if label == "profiled":
         profiler.start()

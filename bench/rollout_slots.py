@@ -27,8 +27,8 @@ parser.add_argument("--config", required=True)
 parser.add_argument("overrides", nargs="*")
 args = parser.parse_args()
 cfg = namespace(load_config(args.config, args.overrides))
-device, actor, sampler, _ = launch.load_policy(cfg)  # as a run loads them
-decoder = sampler.decoder
+device, actor, rollout_model, _ = launch.load_policy(cfg)  # as a run loads them
+decoder = rollout_model.decoder
 if decoder is None:
     raise SystemExit("this setting samples with generate(), not the static decoder: pass rollout.engine=fast")
 stats = collections.Counter()
@@ -61,9 +61,9 @@ P, N = cfg.rollout.groups, cfg.rollout.group_size
 for i, label in enumerate(("untimed", "untimed", "timed", "timed", "timed")):
     stats.clear()
     seeds, groups = np.repeat(np.arange(P) + 100 * i, N), np.repeat(np.arange(P), N)
-    policy = rollout.LLMPolicy(sampler, cfg, cfg.rollout.temperature)
+    policy = rollout.LLMPolicy(rollout_model, cfg, cfg.rollout.temperature)
     start = time.perf_counter()
-    trajectories = rollout.play_episodes(policy, sampler.chat, cfg, seeds, groups)
+    trajectories = rollout.play_episodes(policy, rollout_model.chat, cfg, seeds, groups)
     torch.cuda.synchronize()
     windows = {key.split()[1]: n for key, n in sorted(stats.items(), key=lambda kv: len(kv[0])) if " " in key}
     print(f"{label}: rollout {time.perf_counter() - start:.2f} s, generation {policy.generate_s:.2f} s, "

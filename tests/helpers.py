@@ -19,15 +19,15 @@ def llm_policy(model, chat, cfg, temperature):
     first call's batch (the trainer sizes it to its rollout batch)."""
     import rollout
 
-    sampler = rollout.Sampler(model, chat)
-    policy = rollout.LLMPolicy(sampler, cfg, temperature)
+    rollout_model = rollout.RolloutModel(model, chat)
+    policy = rollout.LLMPolicy(rollout_model, cfg, temperature)
     if cfg.rollout.engine != "fast":
         return policy
     import fast
 
     def llm_policy(contexts):
-        if sampler.decoder is None:
-            sampler.decoder = fast.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
+        if rollout_model.decoder is None:
+            rollout_model.decoder = fast.StaticDecoder(model, len(contexts), cfg, chat.stop_ids, chat.pad_id)
         return policy(contexts)
 
     return llm_policy

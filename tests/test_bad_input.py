@@ -709,18 +709,18 @@ def bandit_cfg(*overrides):
 
 def scripted(monkeypatch, replies, stop=True):
     """bookkeeping.evaluate's policy replaced: in each call the k-th context gets replies[k] (a text) as the
-    sampler's token ids, closed by the end-of-turn token when `stop`, else cut to rollout.max_new_tokens (no
-    stop token: the reply ran into the limit). -> a sampler with the tiny tokenizer, to evaluate with."""
-    def policy_of(sampler, cfg, temperature):
+    rollout model's token ids, closed by the end-of-turn token when `stop`, else cut to rollout.max_new_tokens (no
+    stop token: the reply ran into the limit). -> a RolloutModel with the tiny tokenizer, to evaluate with."""
+    def policy_of(rollout_model, cfg, temperature):
         def policy(contexts):
-            chat = sampler.chat
+            chat = rollout_model.chat
             ids = [chat.tokenizer(reply, add_special_tokens=False)["input_ids"] for reply in replies[:len(contexts)]]
             return [i + [chat.end_of_turn_id] if stop else i[:cfg.rollout.max_new_tokens] for i in ids]
         return policy
 
     monkeypatch.setattr(bookkeeping, "LLMPolicy", policy_of)
     cfg = bandit_cfg()
-    return rollout.Sampler(model=None, chat=rollout.chat_format(tiny.build_tokenizer(tiny.env_corpus(cfg),
+    return rollout.RolloutModel(model=None, chat=rollout.chat_format(tiny.build_tokenizer(tiny.env_corpus(cfg),
                                                                                      cfg.model.tokenizer_vocab)))
 
 
@@ -742,10 +742,10 @@ def test_forged_replies_change_no_other_episode_through_evaluate_and_the_resume(
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml_of(bandit_cfg()))
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i}) + "\n" for i in range(4)))
-    sampler = scripted(monkeypatch, [reply for reply, _ in FORGED])
+    rollout_model = scripted(monkeypatch, [reply for reply, _ in FORGED])
     cfg = bandit_cfg(f"eval.num_seeds={len(SEEDS)}", f"eval.samples={len(SEEDS)}")
     for iteration in range(4):
-        bookkeeping.evaluate(sampler, cfg, f"Evaluation at iteration {iteration}", str(run_dir / "samples.md"))
+        bookkeeping.evaluate(rollout_model, cfg, f"Evaluation at iteration {iteration}", str(run_dir / "samples.md"))
         if iteration == 1:
             before = (run_dir / "samples.md").read_text(encoding="utf-8")
     bookkeeping.drop_after_checkpoint(str(run_dir), 1)

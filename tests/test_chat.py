@@ -457,12 +457,12 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # sampling (T = 1) with a strong constant push to the other stop id: every response is cut right
     # after its first stop id, and the other stop id does end responses. About 1 row in 15 runs to
     # max_new_tokens without a stop: 192 rows make missing every such row unlikely whatever the seed.
-    sampler = tiny_model(len(tok))
-    offset = torch.zeros(sampler.config.vocab_size)
+    rollout_model = tiny_model(len(tok))
+    offset = torch.zeros(rollout_model.config.vocab_size)
     offset[other] = 6.0
-    sampler.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
+    rollout_model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
     torch.manual_seed(1)
-    responses = llm_policy(sampler, chat, cfg, 1.0)(contexts * 32)
+    responses = llm_policy(rollout_model, chat, cfg, 1.0)(contexts * 32)
     for response in responses:
         assert 1 <= len(response) <= 8
         assert all(x not in stops for x in response[:-1])
@@ -476,9 +476,9 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # static decoder, which looks for finished rows every 8 tokens, stops at its first check
     offset[other] = 50.0
     long_cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=40", "rollout.max_context=96")
-    forwards, handle = record_prefill(sampler, monkeypatch)
+    forwards, handle = record_prefill(rollout_model, monkeypatch)
     try:
-        assert llm_policy(sampler, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
+        assert llm_policy(rollout_model, chat, long_cfg, 1.0)(contexts) == [[other]] * len(contexts)
     finally:
         handle.remove()
     calls = len(forwards)
@@ -486,7 +486,7 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
     # min_new_tokens bars every stop id, the other one included: 3 tokens, then the forced stop
     min_cfg = ns(f"rollout.engine={engine}", "rollout.max_new_tokens=8", "rollout.min_new_tokens=3",
                  "rollout.max_context=96")
-    for response in llm_policy(sampler, chat, min_cfg, 1.0)(contexts):
+    for response in llm_policy(rollout_model, chat, min_cfg, 1.0)(contexts):
         assert len(response) == 4 and response[-1] == other and not stops & set(response[:3])
 
 

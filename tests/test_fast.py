@@ -109,11 +109,11 @@ def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens
     model = sharpened(actor if family == "qwen2" else llama_like(actor), tok, eos_boost=1.0)
     chat = chat_of(tok)
     seeds = list(range(10))
-    plain = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)
+    plain = rollout.LLMPolicy(rollout.RolloutModel(model, chat), cfg, 0.0)
     expected = rollout.play_episodes(plain, chat, cfg, seeds, seeds)
     decoder = fast.decoder.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
     seen = prefills(monkeypatch)
-    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg,
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.RolloutModel(model, chat, decoder), cfg, 0.0), chat, cfg,
                                 seeds, seeds)
     assert [t.ids for t in got] == [t.ids for t in expected]
     assert [t.sampled for t in got] == [t.sampled for t in expected]
@@ -179,7 +179,7 @@ def test_min_new_tokens_holds_in_every_turn_of_a_kept_cache(tok_actor):
     assert tok.eos_token_id in chat.stop_ids
     decoder = fast.decoder.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
     torch.manual_seed(0)
-    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 1.0), chat, cfg,
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.RolloutModel(model, chat, decoder), cfg, 1.0), chat, cfg,
                                 [0, 1, 2, 3], [0, 1, 2, 3])
     replies = [reply for trajectory in got for reply in replies_of(trajectory)]
     assert len(replies) == 12  # 3 turns each: the malformed answers earn the format penalty, and play on
@@ -194,14 +194,14 @@ def test_a_new_policy_never_reuses_the_cache_of_old_weights(tok_actor):
     model = sharpened(actor, tok)
     chat = chat_of(tok)
     decoder = fast.decoder.StaticDecoder(model, 4, cfg, chat.stop_ids, chat.pad_id)
-    policy = rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)
+    policy = rollout.LLMPolicy(rollout.RolloutModel(model, chat, decoder), cfg, 0.0)
     first = rollout.play_episodes(policy, chat, cfg, [1, 2], [1, 2])
     with torch.no_grad():
         for param in model.parameters():
             param.mul_(1.5)
     contexts = [t.ids for t in first]  # they continue the rows the decoder holds
-    expected = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)(contexts)
-    assert rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0)(contexts) == expected
+    expected = rollout.LLMPolicy(rollout.RolloutModel(model, chat), cfg, 0.0)(contexts)
+    assert rollout.LLMPolicy(rollout.RolloutModel(model, chat, decoder), cfg, 0.0)(contexts) == expected
 
 
 def test_static_decoder_rows_without_a_conversation_never_hold_up_a_turn(tok_actor):
@@ -285,7 +285,8 @@ def test_a_model_the_decoder_cannot_run_gets_generate_or_a_clear_error(tok_actor
         fast.decoder.StaticDecoder(model, 2, ns(), [tok.eos_token_id], tok.pad_token_id)
     assert models.resolve_engine(ns("rollout.engine=hf"), model, CPU) == "hf"
     hf = ns("rollout.engine=hf")
-    assert launch.build_sampler(model, chat_of(tok), hf, CPU, models.choose_engine(hf, model, CPU)).decoder is None
+    engine = models.choose_engine(hf, model, CPU)
+    assert launch.build_rollout_model(model, chat_of(tok), hf, CPU, engine).decoder is None
     assert not fast.runs(model, ns("rollout.engine=auto"), torch.device("cuda"))
     assert "gpt2" in capsys.readouterr().out
 
@@ -493,10 +494,10 @@ def test_on_a_gpu_rollouts_with_the_rows_kernel_equal_generate(tok_actor):
     model = sharpened(copy.deepcopy(actor).cuda(), tok, eos_boost=1.0)
     chat = chat_of(tok)
     seeds = list(range(10))
-    plain = rollout.LLMPolicy(rollout.Sampler(model, chat), cfg, 0.0)
+    plain = rollout.LLMPolicy(rollout.RolloutModel(model, chat), cfg, 0.0)
     expected = rollout.play_episodes(plain, chat, cfg, seeds, seeds)
     decoder = fast.decoder.StaticDecoder(model, 12, cfg, chat.stop_ids, chat.pad_id)
-    got = rollout.play_episodes(rollout.LLMPolicy(rollout.Sampler(model, chat, decoder), cfg, 0.0), chat, cfg,
+    got = rollout.play_episodes(rollout.LLMPolicy(rollout.RolloutModel(model, chat, decoder), cfg, 0.0), chat, cfg,
                                 seeds, seeds)
     assert [t.ids for t in got] == [t.ids for t in expected]
     replies = [len(r) for t in expected for r in replies_of(t)]

@@ -93,8 +93,8 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
                      "The target is near me now"])
 
     class FakeLLM:  # stands in for rollout.LLMPolicy: records who is asked what, answers with scripted text
-        def __init__(self, sampler, cfg_, temperature):
-            assert sampler.model is actor and temperature == cfg.warmup.thought_temperature
+        def __init__(self, rollout_model, cfg_, temperature):
+            assert rollout_model.model is actor and temperature == cfg.warmup.thought_temperature
             assert cfg_.rollout.max_new_tokens == cfg.warmup.thought_tokens
 
         def __call__(self, contexts):
@@ -102,7 +102,7 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
             return [encode(tok, next(scripted)) for _ in contexts]
 
     monkeypatch.setattr(rollout, "LLMPolicy", FakeLLM)
-    teacher = rollout.own_thoughts_policy(rollout.Sampler(actor, chat), cfg, random.Random(0))
+    teacher = rollout.own_thoughts_policy(rollout.RolloutModel(actor, chat), cfg, random.Random(0))
     contexts = [encode(tok, rollout.first_prompt(env, env.reset(seed)[0], tok, cfg))
                 for seed, env in ((s, make_env("sokoban")) for s in (1, 2, 3))]
     replies = teacher(contexts)
@@ -133,7 +133,7 @@ def test_the_warmup_trains_on_thoughts_and_format_or_on_the_format_alone(tok_act
         masks.clear()
         cfg = ns(f"warmup.thought_loss={str(thought_loss).lower()}")
         warmed = __import__("copy").deepcopy(actor)
-        launch.format_warmup(warmed, rollout.Sampler(warmed, rollout.chat_format(tok)), cfg, CPU)
+        launch.format_warmup(warmed, rollout.RolloutModel(warmed, rollout.chat_format(tok)), cfg, CPU)
         assert len(masks) >= 2
         trained = "".join(tok.decode([t for t, m in zip(ids[0, 1:].tolist(), mask[0].tolist()) if m]) for ids, mask in masks)
         assert "</think><answer>" in trained and "<|im_end|>" in trained

@@ -383,17 +383,23 @@ def test_warmup_targets_answers_or_everything_after_the_first_answer(tok_actor, 
     played, masks = [], []
     real_rollout, real_logprobs = launch.play_episodes, ragen_mini.token_logprobs
     monkeypatch.setattr(launch, "play_episodes", lambda *a, **k: played.extend(real_rollout(*a, **k)) or played)
-    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a, **k: masks.append(mask.clone())
-                        or real_logprobs(m, ids, mask, *a, **k))
+    monkeypatch.setattr(ragen_mini, "token_logprobs", lambda m, ids, mask, *a, **k: masks.append(
+        (ids.clone(), mask.clone())) or real_logprobs(m, ids, mask, *a, **k))
     warmed = copy.deepcopy(actor)
-    launch.format_warmup(warmed, rollout.Sampler(warmed, chat_of(tok)), cfg, CPU)
-    (mask,) = masks
+    launch.format_warmup(warmed, rollout.RolloutModel(warmed, chat_of(tok)), cfg, CPU)
+    (ids, mask), = masks
     assert any(len(t.turns) > 1 for t in played)  # multi-turn: env replies sit between answers
-    for row, t in zip(mask.tolist(), played):
+
+    def expected_mask(t, width):
         first_answer = t.sampled.index(1)
-        expected = [float(j >= first_answer if env_text else t.sampled[j]) for j in range(1, len(t.ids))]
-        assert row[:len(expected)] == expected
-        assert not any(row[len(expected):])
+        row = [float(j >= first_answer if env_text else t.sampled[j]) for j in range(1, len(t.ids))]
+        return row + [0.0] * (width - len(row))
+    # the micro-batch may hold the rows in another order: each row is the transcript whose tokens it holds
+    unmatched = list(played)
+    for row_ids, row in zip(ids.tolist(), mask.tolist()):
+        match = next(t for t in unmatched if row_ids[:len(t.ids)] == t.ids and row == expected_mask(t, len(row)))
+        unmatched.remove(match)
+    assert unmatched == [] and len(played) == len(ids)
 
 
 @pytest.mark.parametrize("env_name, think, extra", [
@@ -488,7 +494,7 @@ def test_sampling_is_exactly_softmax_over_temperature(tok_actor, engine):
     offset = torch.zeros(model.config.vocab_size)
     offset[chosen] = torch.tensor([4.0, 3.7, 3.4, 3.1, 2.8, 2.5, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2])
     model.get_output_embeddings().register_forward_hook(lambda module, args, out: out + offset)
-    # Qwen-like sampler defaults that generate() applies unless told otherwise
+    # Qwen-like sampling defaults that generate() applies unless told otherwise
     model.generation_config.do_sample = True
     model.generation_config.top_k, model.generation_config.top_p = 5, 0.5
     model.generation_config.repetition_penalty = 1.5
@@ -621,7 +627,7 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         attention[i, width - len(c):] = 1
     T = 0.7
     torch.manual_seed(0)
-    with torch.no_grad():  # the sampler's own scores: the logits over T, as transformers samples from them
+    with torch.no_grad():  # the rollout model's own scores: the logits over T, as transformers samples from them
         out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=6, do_sample=True,
                              temperature=T, top_k=0, top_p=1.0, output_scores=True, return_dict_in_generate=True,
                              pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, repetition_penalty=1.0)
@@ -875,7 +881,7 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
              "algo.estimator=gae", "warmup.steps=1", "warmup.batch_size=4", "algo.grad_clip=1000000.0")
     actor = copy.deepcopy(actor0)
     torch.manual_seed(0)
-    launch.format_warmup(actor, rollout.Sampler(actor, chat_of(tok)), cfg, CPU)
+    launch.format_warmup(actor, rollout.RolloutModel(actor, chat_of(tok)), cfg, CPU)
     critic = models.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
     steps = []
@@ -1568,7 +1574,7 @@ def test_bench_prints_one_json_line(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["hf", "fast"])
 def test_gradient_checkpointing_keeps_generation_intact(tmp_path, engine):
-    """On the CPU the sampler is the actor; in train mode gradient checkpointing would drop the KV cache
+    """On the CPU the rollout model is the actor; in train mode gradient checkpointing would drop the KV cache
     (the static decoder then crashed). Greedy answers with and without checkpointing must be identical."""
     cfg = config.namespace(make_cfg("env.name=frozenlake", f"rollout.engine={engine}",
                                     "rollout.max_new_tokens=6"))
@@ -1597,16 +1603,16 @@ def test_logged_losses_do_not_depend_on_micro_batch_size(tmp_path):
 
 
 def test_bf16_sampler_keeps_float32_rope_and_the_actor(tok_actor):
-    """The sampler's weights are bf16, its RoPE frequencies stay float32 (bf16 would shift every
+    """The rollout model's weights are bf16, its RoPE frequencies stay float32 (bf16 would shift every
     position's angle), and the float32 actor it was copied from is left as it was."""
     _, actor = tok_actor
-    sampler = models.bf16_sampler(actor)
-    assert all(p.dtype == torch.bfloat16 for p in sampler.parameters())
+    rollout_model = models.bf16_copy(actor)
+    assert all(p.dtype == torch.bfloat16 for p in rollout_model.parameters())
     assert all(p.dtype == torch.float32 for p in actor.parameters())
-    rope = {name: b for name, b in sampler.named_buffers() if name.endswith("inv_freq")}
+    rope = {name: b for name, b in rollout_model.named_buffers() if name.endswith("inv_freq")}
     actor_rope = dict(actor.named_buffers())
     assert rope and all(b.dtype == torch.float32 and torch.equal(b, actor_rope[name]) for name, b in rope.items())
-    assert not sampler.training
+    assert not rollout_model.training
 
 
 def test_a_real_model_that_auto_puts_on_the_cpu_is_said_before_it_loads(monkeypatch, capsys):
