@@ -201,21 +201,41 @@ def test_the_untouched_parts_run_in_the_copy(student_copy):
     assert "course/grade.py" in (student_copy / "START_HERE.md").read_text()
 
 
+# Several pytest runs in one process of the copy (torch and transformers are imported once, not once a run): each
+# argument list is a pytest.main of its own, a session with its own selection, exit code and report (its stdout).
+PYTEST_RUNS = """
+import contextlib, io, json, sys
+import pytest
+done = []
+for args in json.loads(sys.argv[1]):
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        code = pytest.main(["-q", "-p", "no:cacheprovider", *args])
+    done.append([int(code), report.getvalue()])
+print(json.dumps(done))
+"""
+
+
+def pytest_runs(copy, *runs):
+    """[(exit code, stdout)] of `python -m pytest -q -p no:cacheprovider ARGS` in the copy, for each ARGS of runs."""
+    done = subprocess.run([sys.executable, "-c", PYTEST_RUNS, json.dumps(runs)], cwd=copy, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(run) for run in json.loads(done.stdout.splitlines()[-1])]
+
+
 @instructor_only
 @pytest.mark.slow
 def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student_copy):
-    stubbed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_starpo.py",
-                              "-k", "gae or grpo or policy_loss or value_loss or filter or token_level or logprob"],
-                             cwd=student_copy, capture_output=True, text=True, timeout=300)
-    assert stubbed.returncode == 1 and "NotImplementedError: exercise" in stubbed.stdout
-    assert "passed" not in stubbed.stdout.splitlines()[-1]  # every one of them fails on the stubs
-    stubbed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_envs.py",
-                              "-k", "sokoban or parse"], cwd=student_copy, capture_output=True, text=True, timeout=300)
-    assert stubbed.returncode == 1 and "passed" not in stubbed.stdout.splitlines()[-1]
-    untouched = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_envs.py",
-                                "-k", "frozenlake or bandit_payouts"],
-                               cwd=student_copy, capture_output=True, text=True, timeout=300)
-    assert untouched.returncode == 0, untouched.stdout[-2000:]
+    (code, out), (envs_code, envs_out), (untouched_code, untouched_out) = pytest_runs(
+        student_copy,
+        ["tests/test_starpo.py", "-k", "gae or grpo or policy_loss or value_loss or filter or token_level or logprob"],
+        ["tests/test_envs.py", "-k", "sokoban or parse"],
+        ["tests/test_envs.py", "-k", "frozenlake or bandit_payouts"])
+    assert code == 1 and "NotImplementedError: exercise" in out
+    assert "passed" not in out.splitlines()[-1]  # every one of them fails on the stubs
+    assert envs_code == 1 and "passed" not in envs_out.splitlines()[-1]
+    assert untouched_code == 0, untouched_out[-2000:]
 
 
 def grade(cwd, *args, timeout=600):
