@@ -49,11 +49,11 @@ SOKOBAN, BANDIT, FROZENLAKE = ("configs/smollm2.yaml", "configs/smollm2-bandit.y
 # No time limit: a run stopped by the clock has fewer iterations than its neighbour on a less busy card, and
 # then two arms are not compared at one budget. Evaluations every 10 iterations, as the paper's. 16 sampled
 # episodes an evaluation (not the preset's 4) give Finding 7's count of thoughts that contradict their answer
-# 16 seeds x 10 turns an evaluation. Micro-batches of 16,384 tokens hold a run's memory down (the sums are
-# the same at any micro-batch size, but the logged entropy is a mean of micro-batch means, so it is fixed
-# here for every run). A run with no step done in 10 minutes ends with its stacks in its log.
+# 16 seeds x 10 turns an evaluation. Micro-batches of 32,768 tokens hold a run's memory to two runs a card (the
+# sums are the same at any micro-batch size, but the logged entropy is a mean of micro-batch means, so it is
+# fixed here for every run). A run with no step done in 10 minutes ends with its stacks in its log.
 COMMON = ["train.time_limit_min=0", "eval.every=10", "eval.samples=16", "checkpoint.every=0",
-          "algo.micro_batch_tokens=16384", "train.stall_min=10"]
+          "algo.micro_batch_tokens=32768", "train.stall_min=10"]
 LONG = ["train.iterations=200", *COMMON]   # the paper's length: Finding 1's methods and every Sokoban arm
 SHORT = ["train.iterations=100", *COMMON]  # FrozenLake and the Bandit, compared among themselves
 # StarPO: no filter, a KL, clip 0.2
@@ -1031,10 +1031,10 @@ def not_ours(runs, names):
                   and (entry.name in names or os.path.exists(os.path.join(entry.path, "metrics.jsonl"))))
 
 
-# What one run of the protocol may reserve on the GPU: the largest peak measured on the SmolLM2 preset, 39.2 GiB
-# (StarPO-S; vanilla PPO 33.7 GiB, bench/results/run31_profile_smollm2.txt), plus its process's CUDA context
-# and a margin for a longer context than the measured iterations had
-RUN_GIB = 44
+# What one run of the protocol may reserve on the GPU: the largest peak measured on the SmolLM2 preset under the
+# protocol's micro-batches, 46.5 GiB (vanilla PPO with another run on the card; alone 42.0,
+# bench/results/run33_ppo_alone_and_pair.txt), plus its process's CUDA context and a margin
+RUN_GIB = 48
 
 
 def free_gpu_gib():
@@ -1051,7 +1051,7 @@ def runs_at_once(requested, free_gib):
     GPU without room for one, is refused with the reason, before any run starts.
 
     >>> runs_at_once("auto", 139.0), runs_at_once("auto", 79.2), runs_at_once("2", 100.0), runs_at_once("auto", None)
-    (3, 1, 2, 1)
+    (2, 1, 2, 1)
     """
     if free_gib is None:
         return 1 if requested == "auto" else int(requested)

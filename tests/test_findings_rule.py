@@ -252,7 +252,7 @@ def test_the_protocol_runs_three_seeds_of_every_arm_at_one_budget_per_comparison
         assert cfg["seed"] == int(name[-1])
         assert cfg["train"]["iterations"] == (200 if name.startswith("sokoban") else 100), name
         assert (cfg["train"]["time_limit_min"], cfg["eval"]["every"], cfg["algo"]["micro_batch_tokens"]) == (
-            0, 10, 16384), name
+            0, 10, 32768), name
         assert cfg["env"]["name"] == name.split("-")[0]
         assert cfg["rollout"]["think"] == ("no-think" not in name)
         grpo = "grpo" in name
