@@ -37,9 +37,10 @@ import run_log
 import tiny
 from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weights, check_no_links,
                          check_resumable, code_version, describe_os_error, discard_start,
-                         drop_after_checkpoint, evaluate, load_state, open_run_folder, release_lock,
+                         drop_after_checkpoint, load_state, open_run_folder, release_lock,
                          report_zero_signal, run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
+from evaluation import drop_samples_after, evaluate
 from models import (Critic, Engine, bf16_copy, build_critic, choose_engine, copy_weights, load_models,
                     train_device, use_cpu_threads)
 from rollout import (ChatFormat, RolloutModel, chat_format, own_thoughts_policy, play_episodes, random_policy,
@@ -221,8 +222,8 @@ def format_warmup(actor, rollout_model, cfg, device, beat=lambda doing: None):
                 t.sampled = without_thoughts(t.ids, t.sampled, chat.tokenizer)
         batch = ragen_mini.collate(transcripts, chat.pad_id, device)
         if cfg.warmup.env_text:  # the targets: the answers and every token after the first one (B, T-1)
-            batch.response_mask = batch.response_mask.cummax(dim=1).values * batch.attention_mask[:, 1:]
-        num_tokens = batch.response_mask.sum()
+            batch.loss_mask = batch.loss_mask.cummax(dim=1).values * batch.attention_mask[:, 1:]
+        num_tokens = batch.loss_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for _, ids, mask in ragen_mini.micro_batches(batch, torch.arange(len(transcripts)), cfg):
@@ -268,7 +269,14 @@ def restore(run, state):
     if state["rng"]["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])
     run.generator.set_state(state["rng"]["generator"])
-    drop_after_checkpoint(run.run_dir, state["iteration"])
+    forget_after(run.run_dir, state["iteration"])
+
+
+def forget_after(run_dir, iteration):
+    """On resume: the metrics lines and the evaluation samples written after ITERATION go; the resumed run
+    writes them again."""
+    drop_after_checkpoint(run_dir, iteration)
+    drop_samples_after(os.path.join(run_dir, "samples.md"), iteration)
 
 
 def settle_evaluation_at_checkpoint(run):
@@ -293,7 +301,7 @@ def settle_evaluation_at_checkpoint(run):
                             os.path.join(run.run_dir, "samples.md")))
     else:
         # that evaluation's samples go, and the row, written below
-        drop_after_checkpoint(run.run_dir, iteration - 1)
+        forget_after(run.run_dir, iteration - 1)
     write_file(os.path.join(run.run_dir, "metrics.jsonl"),
                "".join(json.dumps(line) + "\n" for line in [*rows[:-1], row]))
 
@@ -307,7 +315,7 @@ def end_of_iteration(run, metrics, trajectories, batch, clock, progress, ctrl_c,
     metrics["perf/iteration_s"] = clock.times[-1] - clock.times[0]
     metrics["perf/gen_tokens_per_s"] = (sum(t.response_tokens for t in trajectories)
                                         / metrics["perf/rollout_s"])
-    metrics["perf/trained_tokens"] = int(batch.response_mask.sum())
+    metrics["perf/trained_tokens"] = int(batch.loss_mask.sum())
     if run.device.type == "cuda":
         metrics["perf/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
     metrics["perf/peak_mem_gb"] = (torch.cuda.max_memory_allocated() if run.device.type == "cuda" else

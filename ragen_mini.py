@@ -20,9 +20,9 @@ building the run (models, the format warm-up, resuming from a checkpoint), the b
 (evaluation, metrics, plots, checkpoint), --eval and the command line. The algorithms live in starpo.py, the
 environments in envs.py. config.py reads and checks the config, models.py loads the LLM, builds the critic and
 chooses the engine, rollout.py plays the multi-turn conversations, tiny.py the in-process model, plots.py the
-plots, bookkeeping.py the metrics, evaluation, checkpoints, run folder and resume. The optional package fast/
-computes the same numbers faster on a GPU (rollout.engine, chosen once when the run is built: the run holds the
-functions it computes with); every function here reads without it.
+plots, evaluation.py the evaluation and its samples, bookkeeping.py the metrics, checkpoints, run folder and
+resume. The optional package fast/ computes the same numbers faster on a GPU (rollout.engine, chosen once when
+the run is built: the run holds the functions it computes with); every function here reads without it.
 """
 import warnings
 from dataclasses import dataclass
@@ -113,7 +113,7 @@ class Batch:
     (B, T-1) grid of next tokens: column t belongs to token t+1, the one the logits at t predict."""
     input_ids: torch.Tensor        # (B, T)
     attention_mask: torch.Tensor   # (B, T) 1 on real tokens, 0 on padding
-    response_mask: torch.Tensor    # (B, T-1) 1 where token t+1 was sampled: Trajectory.sampled[1:]
+    loss_mask: torch.Tensor        # (B, T-1) 1 where the losses cover token t+1: Trajectory.sampled[1:]
     rewards: torch.Tensor          # (B,) the trajectories' rewards
     group_ids: torch.Tensor        # (B,)
     old_logp: torch.Tensor = None  # (B, T-1) the rollout policy's log-probs      } set by step 3,
@@ -137,7 +137,7 @@ def collate(trajectories, pad_id, device, train_from=None):
     attention_mask = np.arange(input_ids.shape[1])[None, :] < lengths[:, None]  # (B, T)
     return Batch(input_ids=torch.from_numpy(input_ids).to(device),
                  attention_mask=torch.from_numpy(attention_mask.astype(np.int64)).to(device),
-                 response_mask=torch.from_numpy(sampled[:, 1:]).to(device),
+                 loss_mask=torch.from_numpy(sampled[:, 1:]).to(device),
                  rewards=torch.tensor([t.reward for t in trajectories], device=device),
                  group_ids=torch.tensor([t.group for t in trajectories], device=device))
 
@@ -146,7 +146,7 @@ def collate(trajectories, pad_id, device, train_from=None):
 def old_logprobs_and_values(batch, actor, critic, reference, cfg, device):
     """Sets batch.old_logp, .values and .ref_logp (B, T-1): the rollout policy's numbers, before the
     update."""
-    B, width = batch.response_mask.shape
+    B, width = batch.loss_mask.shape
     batch.old_logp, batch.values, batch.ref_logp = (torch.zeros((B, width), device=device) for _ in range(3))
     for rows, ids, mask in micro_batches(batch, torch.arange(B), cfg, scoring=True):
         cols = slice(0, mask.shape[1])
@@ -184,21 +184,22 @@ def micro_batches(batch, indices, cfg, scoring=False):
                 max_tokens == 0 or (end - start + 1) * max(width, lengths[end]) <= max_tokens):
             width, end = max(width, lengths[end]), end + 1
         rows = indices[start:end]
-        slices.append((rows, batch.input_ids[rows, :width], batch.response_mask[rows, :width - 1]))
+        slices.append((rows, batch.input_ids[rows, :width], batch.loss_mask[rows, :width - 1]))
         start = end
     return slices
 
 
-def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, temperature=None):
-    """log pi(token t+1 | tokens <= t) and the entropy at t, at response positions only, at the rollout model's
-    temperature (rollout.temperature) unless another is given. -> two (b, T-1), 0 off the response positions.
+def token_logprobs(actor, input_ids, loss_mask, cfg, with_entropy=False, temperature=None):
+    """log pi(token t+1 | tokens <= t) and the entropy at t, at the loss mask's positions only, at the rollout
+    model's temperature (rollout.temperature) unless another is given. -> two (b, T-1), 0 elsewhere.
     The last hidden state at position t (hidden_states(actor.base_model, input_ids): (b, T, H)) predicts token
-    t+1, so column t of the (b, T-1) grid pairs the state at t with token t+1, and response_mask[:, t] = 1
-    says that token t+1 was sampled. flat_hidden (n, H) holds the states of the response columns, row by
-    row, and targets (n,) the tokens they predict; starpo.logprob_and_entropy scores the LM head's logits.
+    t+1, so column t of the (b, T-1) grid pairs the state at t with token t+1, and loss_mask[:, t] = 1
+    says that the losses cover token t+1 (it was sampled). flat_hidden (n, H) holds the states of those
+    columns, row by row, and targets (n,) the tokens they predict; starpo.logprob_and_entropy scores the LM
+    head's logits.
 
     The logits are the largest tensor of training (151,936 floats per token for Qwen): they are made
-    only for response tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
+    only for the loss mask's tokens, `chunk` at a time (algo.logits_chunk), and with gradients the chunk is
     recomputed in backward (checkpoint) instead of stored, so memory holds the hidden states alone
     (docs/paper.md §7.11). Op by op, a chunk's float32 logits, softmax and their gradients take about
     five chunk x V x 4 bytes at once: 3 GB for 1,024 of Qwen's tokens, in some twenty passes over them (the
@@ -209,7 +210,7 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
     with autocast(input_ids.device):  # checkpoint's recomputation in backward runs under it too
         # BEGIN SOLUTION ex10-logprobs
         hidden = hidden_states(actor.base_model, input_ids)[:, :-1]  # (b, T-1, H)
-        at = response_mask.bool()
+        at = loss_mask.bool()
         flat_hidden, targets = hidden[at], input_ids[:, 1:][at]  # (n, H), (n,)
         # END SOLUTION
         lm_head = actor.get_output_embeddings()
@@ -225,7 +226,7 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
             args = (flat_hidden[start:start + chunk], targets[start:start + chunk])
             pieces.append(torch.utils.checkpoint.checkpoint(chunk_fn, *args, use_reentrant=False)
                           if torch.is_grad_enabled() else chunk_fn(*args))
-        logp, entropy = (torch.zeros(response_mask.shape, device=hidden.device)
+        logp, entropy = (torch.zeros(loss_mask.shape, device=hidden.device)
                          for _ in range(2))  # (b, T-1) each
         if pieces:
             logp = logp.masked_scatter(at, torch.cat([p[0] for p in pieces]))
@@ -233,12 +234,13 @@ def token_logprobs(actor, input_ids, response_mask, cfg, with_entropy=False, tem
     return logp, entropy
 
 
-def token_values(critic, input_ids, response_mask):
-    """V at every response position -> (b, T-1): the value of the state before token t+1 is sampled."""
+def token_values(critic, input_ids, positions):
+    """V where positions (b, T-1) is 1 -> (b, T-1), 0 elsewhere: the value of the state before token t+1 is
+    sampled (positions: the loss mask, or GAE's time steps when they differ, configured_gae_steps)."""
     with autocast(input_ids.device):
         hidden = hidden_states(critic.backbone, input_ids)[:, :-1]
-        values = critic.value_head(hidden[response_mask.bool()]).squeeze(-1).float()  # (n,)
-    return torch.zeros(response_mask.shape, device=hidden.device).masked_scatter(response_mask.bool(), values)
+        values = critic.value_head(hidden[positions.bool()]).squeeze(-1).float()  # (n,)
+    return torch.zeros(positions.shape, device=hidden.device).masked_scatter(positions.bool(), values)
 
 
 def hidden_states(backbone, input_ids):
@@ -263,7 +265,7 @@ def autocast(device):
 def compute_advantages(batch, cfg, compute_gae=starpo.compute_gae):
     """Sets batch.advantages and batch.returns (B, T-1); returns the KL metric when a KL term is on. GAE is
     compute_gae: the run's engine's (starpo.compute_gae, or the fast engine's, fast/gae.py: the same numbers)."""
-    mask = batch.response_mask  # (B, T-1)
+    mask = batch.loss_mask  # (B, T-1)
     kl = starpo.kl_estimate(batch.old_logp, batch.ref_logp, "k1") * mask if cfg.algo.kl_coef > 0 else None
     if cfg.algo.estimator == "gae":
         token_rewards = starpo.token_level_rewards(batch.rewards, mask, kl, cfg.algo.kl_coef)  # (B, T-1)
@@ -307,7 +309,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     train/critic_grad_norm, and one value per micro-batch of actor_loss's other metrics (train/<key>) and
     of train/vf_clipfrac. Returns the train/* metrics: each one's mean, the skipped updates' counts, and
     the critic's explained variance."""
-    B = batch.response_mask.shape[0]
+    B = batch.loss_mask.shape[0]
     logged = {}  # name -> list of values; tensors stay on the device, one host transfer at the end
     # BEGIN SOLUTION ex12-update
     for _ in range(cfg.algo.ppo_epochs):
@@ -317,7 +319,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
             micro = micro_batches(batch, mini, cfg)
 
             def normalizer(mask):  # what each micro-batch's summed loss is divided by
-                return loss_normalizer(batch.response_mask[mini], mask, len(micro), cfg.algo.loss_agg)
+                return loss_normalizer(batch.loss_mask[mini], mask, len(micro), cfg.algo.loss_agg)
             steps = {}  # this actor step's metrics, one value per micro-batch
 
             # --- the actor step --------------------------------------------------------------------------
@@ -359,7 +361,7 @@ def update(batch, actor, critic, actor_opt, critic_opt, cfg, device, generator):
     metrics.update({key: float(sum(logged[key])) for key in skipped})  # counts, not means
     if critic is not None:
         metrics["train/explained_variance"] = float(starpo.explained_variance(batch.returns, batch.values,
-                                                                              batch.response_mask))
+                                                                              batch.loss_mask))
     return metrics
 
 

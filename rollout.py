@@ -168,7 +168,7 @@ def chat_format(tokenizer, generation_config=None):
 @dataclass
 class Turn:
     """One answer of the model and what the env made of it (the evaluation samples record all of it:
-    bookkeeping.episode_record)."""
+    evaluation.episode_record)."""
     think: str            # the text between <think> and </think> ("" without one)
     actions: list         # the actions the env executed (none for a malformed answer)
     format_ok: bool       # the answer kept the format; if not, the turn's reward holds env.format_penalty

@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 import plots
 import viewer
-from bookkeeping import RunError, samples_markdown
+from bookkeeping import RunError
+from evaluation import samples_markdown
 
 # The metrics TensorBoard's HPARAMS tab shows beside each run's hyperparameters (read from the scalars)
 HPARAM_METRICS = ("eval/success", "rollout/success", "rollout/reward_mean")

@@ -4,8 +4,10 @@ RAGEN (Wang et al., 2025, arXiv:2504.20073) trains an LLM agent with StarPO, tra
 it maximises J_StarPO(theta) = E_{M, tau ~ pi_theta}[R(tau)], where tau = (s_0, a_0^T, r_0, s_1, ..., s_K)
 is the WHOLE multi-turn interaction (observations, <think> reasoning, actions, rewards), treated as
 one token sequence. Every function here works on that flattened sequence: per-token tensors are
-(B, T), one row per trajectory, and `response_mask` is 1 on the tokens the model generated and 0 on
-prompt, observation and padding tokens (only the model's own tokens are trained, docs/paper.md §7.7).
+(B, T), one row per trajectory, and `loss_mask` is 1 on the tokens the losses cover: those the model
+generated, 0 on prompt, observation and padding tokens (only the model's own tokens are trained,
+docs/paper.md §7.7), or with the paper code's algo.train_tokens=after_system every token after the system
+message (§9.1).
 
 Paper idea                                                   -> function
 StarPO, PPO variant: critic + token-level GAE                -> compute_gae, value_loss
@@ -25,7 +27,7 @@ Echo Trap, Finding 2: do the thoughts still depend on the state? -> thought_mutu
 (Findings are numbered as on the RAGEN poster; formulas follow docs/paper.md §6.)
 
 Conventions (the trainer relies on them):
-- Losses are sum(L * mask) / loss_normalizer, where loss_normalizer is the number of response
+- Losses are sum(L * loss_mask) / loss_normalizer, where loss_normalizer is the number of loss-mask
   tokens in the whole mini-batch; summing the losses of its micro-batches then gives exactly the
   mini-batch token mean. None means "this call's own token count". Counts are clamped to >= 1,
   so an empty mask gives 0, never NaN.
@@ -79,16 +81,17 @@ def masked_whiten(x, mask):
 
 
 @torch.no_grad()  # advantages and returns are regression/policy targets: no gradient may flow into them
-def compute_gae(token_rewards, values, response_mask, gamma, lam):
+def compute_gae(token_rewards, values, steps, gamma, lam):
     """Token-level GAE over a whole multi-turn trajectory, jumping over observation tokens.
 
     StarPO's PPO variant (docs/paper.md §6): walking t from the end,
         delta_t = r_t + gamma * V_next - V_t,     A_t = delta_t + gamma * lam * A_next,
-    where V_next / A_next belong to the next RESPONSE token (0 past the last one): observation
-    tokens were written by the environment, not chosen by the policy, so they are not time steps;
-    gamma and lam discount per generated token. Paper setting: gamma = lam = 1, the trajectory's
+    where V_next / A_next belong to the next time step (0 past the last one). `steps` (B, T) is 1 on
+    the time steps, the sampled tokens (the trainer passes its loss mask): observation tokens were written
+    by the environment, not chosen by the policy, so they are not time steps; gamma and lam discount per
+    generated token. Paper setting: gamma = lam = 1, the trajectory's
     summed reward on its last generated token. returns = A + V (the critic's target).
-    Masked-out positions get advantage 0 and return 0, and a reward on a masked-out token is ignored.
+    Positions that are no step get advantage 0 and return 0, and a reward on one of them is ignored.
     No whitening here: the caller whitens with masked_whiten.
 
     Worked example: token 2 is an observation token, so its value 9.0 is skipped.
@@ -96,38 +99,38 @@ def compute_gae(token_rewards, values, response_mask, gamma, lam):
     ...                        torch.tensor([[1., 1., 0., 1.]]), gamma=1.0, lam=1.0)
     >>> adv  # t=3: 1 - .8 = .2;  t=1: (0 + .8 - .6) + .2 = .4;  t=0: (0 + .6 - .5) + .4 = .5
     tensor([[0.5000, 0.4000, 0.0000, 0.2000]])
-    >>> ret  # with gamma = lam = 1 every response token's return is the total reward
+    >>> ret  # with gamma = lam = 1 every step's return is the total reward
     tensor([[1., 1., 0., 1.]])
     """
     # BEGIN SOLUTION ex4-gae
     B, T = token_rewards.shape
-    is_response = response_mask.bool()  # (B, T)
+    is_step = steps.bool()  # (B, T)
     advantages = torch.zeros_like(token_rewards)  # (B, T)
-    next_value = token_rewards.new_zeros(B)  # (B,) V of the next response token; 0 past the end
+    next_value = token_rewards.new_zeros(B)  # (B,) V of the next step; 0 past the end
     next_adv = token_rewards.new_zeros(B)  # (B,)
     for t in reversed(range(T)):  # a Python loop over T, vectorised over the batch
         delta = token_rewards[:, t] + gamma * next_value - values[:, t]
         adv_t = delta + gamma * lam * next_adv
-        m = is_response[:, t]
+        m = is_step[:, t]
         next_value = torch.where(m, values[:, t], next_value)
         next_adv = torch.where(m, adv_t, next_adv)
         advantages[:, t] = torch.where(m, adv_t, 0)
-    returns = torch.where(is_response, advantages + values, 0)
+    returns = torch.where(is_step, advantages + values, 0)
     return advantages, returns
     # END SOLUTION
 
 
-def gae_steps(response_mask):
+def gae_steps(loss_mask):
     """The paper's code's GAE time steps (docs/paper.md §9.5): every token from a trajectory's first
     sampled token to its last, the env's tokens between them included, where compute_gae alone steps
-    over sampled tokens only. Pass it as compute_gae's mask (values are then needed at every step).
+    over sampled tokens only. Pass it as compute_gae's steps (values are then needed at every step).
     At gamma = lam = 1 both give the same advantages on the sampled tokens. (B, T) -> (B, T)
 
     >>> gae_steps(torch.tensor([[0., 1., 1., 0., 0., 1., 0.]]))
     tensor([[0., 1., 1., 1., 1., 1., 0.]])
     """
-    seen = response_mask.cummax(dim=1).values  # 1 from the first sampled token on
-    to_come = response_mask.flip(1).cummax(dim=1).values.flip(1)  # 1 up to the last one
+    seen = loss_mask.cummax(dim=1).values  # 1 from the first sampled token on
+    to_come = loss_mask.flip(1).cummax(dim=1).values.flip(1)  # 1 up to the last one
     return seen * to_come
 
 
@@ -149,7 +152,7 @@ def group_stats(rewards, group_ids):
 
 
 @torch.no_grad()
-def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
+def token_level_rewards(rewards, loss_mask, kl=None, kl_coef=0.0):
     """The trajectory's reward placed on its LAST sampled token, 0 elsewhere; with a KL term (vanilla
     StarPO's PPO variant), -kl_coef * KL on every sampled token (paper section 3.2: PPO puts the KL
     penalty inside the reward, never also in the loss). (B,), (B, T) -> (B, T)
@@ -171,17 +174,17 @@ def token_level_rewards(rewards, response_mask, kl=None, kl_coef=0.0):
     tensor([[5., 0., 0.]])
     """
     # BEGIN SOLUTION ex3-token-rewards
-    positions = torch.arange(response_mask.shape[1], device=response_mask.device)  # (T,)
-    last = (response_mask * positions).argmax(-1)  # (B,) index of the last sampled token
-    token_rewards = torch.zeros_like(response_mask)
+    positions = torch.arange(loss_mask.shape[1], device=loss_mask.device)  # (T,)
+    last = (loss_mask * positions).argmax(-1)  # (B,) index of the last sampled token
+    token_rewards = torch.zeros_like(loss_mask)
     token_rewards[torch.arange(len(last)), last] = rewards.to(token_rewards.dtype)
     if kl is not None and kl_coef > 0:
-        token_rewards = token_rewards - kl_coef * kl * response_mask
+        token_rewards = token_rewards - kl_coef * kl * loss_mask
     return token_rewards
     # END SOLUTION
 
 
-def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):
+def actor_loss(logp, entropy, old_logp, advantages, loss_mask, cfg, loss_normalizer, ref_logp=None):
     """The actor's whole loss: the clipped policy loss (policy_loss), minus entropy_coef x the token
     entropy (a brake on the collapse of exploration, Finding 3), plus, for vanilla StarPO's GRPO variant,
     kl_coef x the KL to the reference, k3 or, as the paper's code, k1 (cfg.grpo_kl; GRPO puts the KL in
@@ -197,20 +200,20 @@ def actor_loss(logp, entropy, old_logp, advantages, response_mask, cfg, loss_nor
     >>> round(loss.item(), 4), round(m["policy_loss"].item(), 4), round(m["entropy"].item(), 4)
     (-1.2, -1.0, 2.0)
     """
-    pg_loss, metrics = policy_loss(logp, old_logp, advantages, response_mask, cfg.clip_low, cfg.clip_high,
+    pg_loss, metrics = policy_loss(logp, old_logp, advantages, loss_mask, cfg.clip_low, cfg.clip_high,
                                    dual_clip=cfg.dual_clip or None, loss_normalizer=loss_normalizer)
     loss = pg_loss
     if cfg.entropy_coef > 0:
-        loss = loss - cfg.entropy_coef * _aggregate(entropy, response_mask, loss_normalizer)
+        loss = loss - cfg.entropy_coef * _aggregate(entropy, loss_mask, loss_normalizer)
     if cfg.kl_coef > 0 and cfg.estimator == "grpo":
         kl = kl_estimate(logp, ref_logp, cfg.grpo_kl)
-        loss = loss + cfg.kl_coef * _aggregate(kl, response_mask, loss_normalizer)
-    metrics.update(policy_loss=pg_loss.detach(), entropy=masked_mean(entropy.detach(), response_mask))
+        loss = loss + cfg.kl_coef * _aggregate(kl, loss_mask, loss_normalizer)
+    metrics.update(policy_loss=pg_loss.detach(), entropy=masked_mean(entropy.detach(), loss_mask))
     return loss, metrics
 
 
-def explained_variance(returns, values, response_mask):
-    """1 - Var(returns - values) / Var(returns) over the response tokens: how much of the return's
+def explained_variance(returns, values, loss_mask):
+    """1 - Var(returns - values) / Var(returns) over the loss mask's tokens: how much of the return's
     variance the critic predicts (1 = all of it, 0 = no better than a constant, < 0 = worse). A critic
     stuck near 0 while the policy trains is StarPO's PPO variant running blind.
 
@@ -220,8 +223,8 @@ def explained_variance(returns, values, response_mask):
     tensor(0.8500)
     """
     residual = returns - values
-    variance = masked_mean(returns**2, response_mask) - masked_mean(returns, response_mask) ** 2
-    residual_variance = masked_mean(residual**2, response_mask) - masked_mean(residual, response_mask) ** 2
+    variance = masked_mean(returns**2, loss_mask) - masked_mean(returns, loss_mask) ** 2
+    residual_variance = masked_mean(residual**2, loss_mask) - masked_mean(residual, loss_mask) ** 2
     return 1 - residual_variance / variance.clamp(min=1e-8)
 
 
@@ -251,7 +254,7 @@ def compute_grpo_advantages(rewards, group_ids, eps=1e-6, normalize_by_std=True)
     # END SOLUTION
 
 
-def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, dual_clip=None,
+def policy_loss(logp, old_logp, advantages, loss_mask, clip_low, clip_high, dual_clip=None,
                 loss_normalizer=None):
     """PPO clipped surrogate with decoupled clip range (StarPO-S clip-higher) and optional dual clip.
 
@@ -288,26 +291,26 @@ def policy_loss(logp, old_logp, advantages, response_mask, clip_low, clip_high, 
     clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)  # pessimistic: the larger loss wins
     if dual_clip is None:
-        dual_active = torch.zeros_like(response_mask, dtype=torch.bool)
+        dual_active = torch.zeros_like(loss_mask, dtype=torch.bool)
     else:
         dual_active = (advantages < 0) & (per_token > -advantages * dual_clip)
         per_token = torch.where(dual_active, -advantages * dual_clip, per_token)
-    loss = _aggregate(per_token, response_mask, loss_normalizer)
+    loss = _aggregate(per_token, loss_mask, loss_normalizer)
 
     with torch.no_grad():
         is_clipped = clipped > unclipped  # strictly: equal means r in range (or A = 0), not clipped
         metrics = {
-            "clipfrac": masked_mean(is_clipped.float(), response_mask),
-            "clipfrac_low": masked_mean((is_clipped & (ratio < 1)).float(), response_mask),
-            "clipfrac_high": masked_mean((is_clipped & (ratio > 1)).float(), response_mask),
-            "approx_kl": masked_mean(-log_ratio, response_mask),
-            "dual_clipfrac": masked_mean(dual_active.float(), response_mask),
+            "clipfrac": masked_mean(is_clipped.float(), loss_mask),
+            "clipfrac_low": masked_mean((is_clipped & (ratio < 1)).float(), loss_mask),
+            "clipfrac_high": masked_mean((is_clipped & (ratio > 1)).float(), loss_mask),
+            "approx_kl": masked_mean(-log_ratio, loss_mask),
+            "dual_clipfrac": masked_mean(dual_active.float(), loss_mask),
         }
     return loss, metrics
     # END SOLUTION
 
 
-def value_loss(values, old_values, returns, response_mask, clip_range, loss_normalizer=None):
+def value_loss(values, old_values, returns, loss_mask, clip_range, loss_normalizer=None):
     """Clipped critic loss of StarPO's PPO variant (StarPO-S keeps the critic, Finding 1).
 
     0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) per token (docs/paper.md §6, c = 0.5):
@@ -326,9 +329,9 @@ def value_loss(values, old_values, returns, response_mask, clip_range, loss_norm
     unclipped = (values - returns) ** 2
     clipped = (values_clipped - returns) ** 2
     per_token = 0.5 * torch.maximum(unclipped, clipped)
-    loss = _aggregate(per_token, response_mask, loss_normalizer)
+    loss = _aggregate(per_token, loss_mask, loss_normalizer)
     with torch.no_grad():
-        vf_clipfrac = masked_mean((clipped > unclipped).float(), response_mask)
+        vf_clipfrac = masked_mean((clipped > unclipped).float(), loss_mask)
     return loss, {"vf_clipfrac": vf_clipfrac}
     # END SOLUTION
 

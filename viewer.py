@@ -20,7 +20,7 @@ inside the page. It holds:
   action); the turn's reward; then a small picture after each action with its reward.
 
 Where the data comes from. At every evaluation the trainer appends one record per sampled episode to
-RUN_DIR/samples.jsonl (bookkeeping.episode_record: one JSON object a line, its keys listed there); `--eval`
+RUN_DIR/samples.jsonl (evaluation.episode_record: one JSON object a line, its keys listed there); `--eval`
 appends to RUN_DIR/eval_samples.jsonl. Both are read, samples.jsonl first, with one json.loads per line:
 whatever the model wrote is a string inside a record, so no reply (a line "# Evaluation at iteration 99",
 "## seed 5: reward 10", a code fence, HTML) can change what another episode holds, and the time is linear
@@ -45,7 +45,7 @@ other records are shown, and what was skipped is listed at the top of the page a
 line.
 
 For the trainer: `write_viewer(run_dir)` (re)writes the page after each evaluation and returns its path;
-`read_samples(path)` reads a records file (bookkeeping's resume and findings.py --keep read them with it).
+`read_samples(path)` reads a records file (the resume and findings.py --keep read them with it).
 """
 import contextlib
 import html
@@ -67,7 +67,7 @@ class ViewerError(Exception):
 # Reading the records
 
 SAMPLE_FILES = ("samples.jsonl", "eval_samples.jsonl")  # the trainer's, then --eval's
-# The keys of a record and of each of its turns (bookkeeping.episode_record), with their JSON types. A record
+# The keys of a record and of each of its turns (evaluation.episode_record), with their JSON types. A record
 # lacking one, or holding another type, is skipped as a whole; keys added later are ignored.
 NUMBER = (int, float)
 RECORD_KEYS = {"title": str, "iteration": int, "episode": int, "seed": int, "reward": NUMBER, "success": bool,

@@ -47,7 +47,7 @@ def synthetic_batch(device, rows=256, seed=0):
     attention = (np.arange(ids.shape[1])[None] < lengths[:, None]).astype(np.int64)
     return ragen_mini.Batch(input_ids=torch.from_numpy(ids).to(device),
                             attention_mask=torch.from_numpy(attention).to(device),
-                            response_mask=torch.from_numpy(sampled[:, 1:]).to(device),
+                            loss_mask=torch.from_numpy(sampled[:, 1:]).to(device),
                             rewards=torch.randn(rows, device=device),
                             group_ids=torch.arange(rows, device=device) // 8)
 
@@ -77,7 +77,7 @@ def main(out):
     generator = torch.Generator().manual_seed(0)
     shape = synthetic_batch(device)
     print(f"engine {engine.name}; {len(shape.rewards)} rows, {int(shape.attention_mask.sum())} tokens, "
-          f"{int(shape.response_mask.sum())} trained", flush=True)
+          f"{int(shape.loss_mask.sum())} trained", flush=True)
 
     def scored(sized):
         batch = synthetic_batch(device)

@@ -17,6 +17,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bookkeeping  # noqa: E402
+import evaluation  # noqa: E402
 import config  # noqa: E402
 import launch  # noqa: E402
 import plots  # noqa: E402
@@ -515,8 +516,9 @@ class FullAtClose:
 
 def full_disk_for(monkeypatch, name):
     real_open = open
-    monkeypatch.setattr(bookkeeping, "open", lambda path, *args, **kwargs: FullAtClose(real_open(path, *args, **kwargs))
-                        if os.path.basename(path) == name else real_open(path, *args, **kwargs), raising=False)
+    for module in (bookkeeping, evaluation):  # the run folder's files; the evaluation's samples
+        monkeypatch.setattr(module, "open", lambda path, *args, **kwargs: FullAtClose(real_open(path, *args, **kwargs))
+                            if os.path.basename(path) == name else real_open(path, *args, **kwargs), raising=False)
 
 
 @pytest.mark.slow
@@ -679,7 +681,7 @@ def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------------
 # Model text in the evaluation samples: whatever a reply holds (a heading, a seed line, a
-# code fence, HTML, invalid Unicode, megabytes) stays a string of its own record, through bookkeeping.evaluate,
+# code fence, HTML, invalid Unicode, megabytes) stays a string of its own record, through evaluation.evaluate,
 # the resume's trimming, samples.md, viewer.html and findings.py's thoughts.json.
 # ------------------------------------------------------------------------------------------------------
 import html  # noqa: E402
@@ -708,7 +710,7 @@ def bandit_cfg(*overrides):
 
 
 def scripted(monkeypatch, replies, stop=True):
-    """bookkeeping.evaluate's policy replaced: in each call the k-th context gets replies[k] (a text) as the
+    """evaluation.evaluate's policy replaced: in each call the k-th context gets replies[k] (a text) as the
     rollout model's token ids, closed by the end-of-turn token when `stop`, else cut to rollout.max_new_tokens (no
     stop token: the reply ran into the limit). -> a RolloutModel with the tiny tokenizer, to evaluate with."""
     def policy_of(rollout_model, cfg, temperature):
@@ -718,7 +720,7 @@ def scripted(monkeypatch, replies, stop=True):
             return [i + [chat.end_of_turn_id] if stop else i[:cfg.rollout.max_new_tokens] for i in ids]
         return policy
 
-    monkeypatch.setattr(bookkeeping, "LLMPolicy", policy_of)
+    monkeypatch.setattr(evaluation, "LLMPolicy", policy_of)
     cfg = bandit_cfg()
     return rollout.RolloutModel(model=None, chat=rollout.chat_format(tiny.build_tokenizer(tiny.env_corpus(cfg),
                                                                                      cfg.model.tokenizer_vocab)))
@@ -745,10 +747,10 @@ def test_forged_replies_change_no_other_episode_through_evaluate_and_the_resume(
     rollout_model = scripted(monkeypatch, [reply for reply, _ in FORGED])
     cfg = bandit_cfg(f"eval.num_seeds={len(SEEDS)}", f"eval.samples={len(SEEDS)}")
     for iteration in range(4):
-        bookkeeping.evaluate(rollout_model, cfg, f"Evaluation at iteration {iteration}", str(run_dir / "samples.md"))
+        evaluation.evaluate(rollout_model, cfg, f"Evaluation at iteration {iteration}", str(run_dir / "samples.md"))
         if iteration == 1:
             before = (run_dir / "samples.md").read_text(encoding="utf-8")
-    bookkeeping.drop_after_checkpoint(str(run_dir), 1)
+    launch.forget_after(str(run_dir), 1)
 
     records, skipped = viewer.read_samples(str(run_dir / "samples.jsonl"))
     assert skipped == []
@@ -791,10 +793,10 @@ def test_a_collapsed_reply_records_its_text_and_why_it_did_not_parse(tmp_path, m
     (run_dir / "config.yaml").write_text(yaml_of(bandit_cfg()))
     cut = scripted(monkeypatch, replies[:1], stop=False)
     cfg = bandit_cfg("rollout.max_new_tokens=64", "eval.num_seeds=1", "eval.samples=1")
-    bookkeeping.evaluate(cut, cfg, "Evaluation at iteration 0", str(run_dir / "samples.md"))
+    evaluation.evaluate(cut, cfg, "Evaluation at iteration 0", str(run_dir / "samples.md"))
     stopped = scripted(monkeypatch, replies[1:])
     cfg = bandit_cfg("rollout.max_new_tokens=64", "eval.num_seeds=2", "eval.samples=2")
-    bookkeeping.evaluate(stopped, cfg, "Evaluation at iteration 1", str(run_dir / "samples.md"))
+    evaluation.evaluate(stopped, cfg, "Evaluation at iteration 1", str(run_dir / "samples.md"))
     records, _ = viewer.read_samples(str(run_dir / "samples.jsonl"))
     tokenizer = cut.chat.tokenizer
     collapsed = tokenizer.decode(tokenizer(replies[0], add_special_tokens=False)["input_ids"][:64])
@@ -820,7 +822,7 @@ def make_bandit(seed):
 
 
 def test_megabytes_and_invalid_unicode_pass_the_writing_and_the_trimming(tmp_path):
-    """Records written directly (bookkeeping.write_samples): a 2 MB reply of backticks, headings and HTML and a
+    """Records written directly (evaluation.write_samples): a 2 MB reply of backticks, headings and HTML and a
     lone surrogate in iteration 2, trimmed away by a resume from iteration 1; the records of 0 and 1 come back
     as they were written, in a few seconds."""
     turn = dict(turn=1, state="#P#", actions_left=10, reply="ok</think><answer>Up</answer>", think="ok",
@@ -836,8 +838,8 @@ def test_megabytes_and_invalid_unicode_pass_the_writing_and_the_trimming(tmp_pat
     written = [record(i, k, reply) for i in range(4) for k, reply in enumerate(["a\udc80b", huge, "plain"])]
     started = time.perf_counter()
     for i in range(4):
-        bookkeeping.write_samples(str(tmp_path / "samples.md"), written[3 * i:3 * i + 3])
-    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
+        evaluation.write_samples(str(tmp_path / "samples.md"), written[3 * i:3 * i + 3])
+    launch.forget_after(str(tmp_path), 1)
     assert time.perf_counter() - started < 5.0
     assert viewer.read_samples(str(tmp_path / "samples.jsonl")) == (written[:6], [])
     markdown = (tmp_path / "samples.md").read_text(encoding="utf-8")
@@ -872,7 +874,7 @@ def test_an_older_runs_markdown_is_kept_aside_not_rewritten(tmp_path, capsys):
     it (nothing reads markdown), so it keeps it whole as samples.old.md, says so, and writes no records."""
     old = "\n# Evaluation at iteration 0\n\n## seed 7: reward 1, success True\n- turn 1: think 'a' -> ...\n"
     (tmp_path / "samples.md").write_text(old)
-    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
+    launch.forget_after(str(tmp_path), 1)
     assert (tmp_path / "samples.old.md").read_text() == old
     assert not (tmp_path / "samples.md").exists() and not (tmp_path / "samples.jsonl").exists()
     assert "kept as" in capsys.readouterr().out

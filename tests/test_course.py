@@ -174,7 +174,7 @@ def test_every_stub_raises_and_names_its_exercise(student_copy):
              "token_logprobs": "(None, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 1), NS(rollout=NS("
                                "temperature=1.0), algo=NS(logits_chunk=1)))",
              "loss_normalizer": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
-             "update": "(NS(response_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
+             "update": "(NS(loss_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
     code = ["import torch, envs, starpo, rollout, ragen_mini", "from types import SimpleNamespace as NS"]
     for function, args in calls.items():
         module = next(m for m, name, _ in adapters.EXERCISES.values() if name == function)
@@ -327,22 +327,22 @@ MUTANTS = {  # name -> (exercise, [(solution text, mutated text), ...]); each mu
         ("    next_adv = token_rewards.new_zeros(B)  # (B,)\n",
          "    next_adv = token_rewards.new_zeros(B)  # (B,)\n    seen = torch.zeros(B, dtype=torch.bool)\n"),
         ("delta = token_rewards[:, t] +", "delta = torch.where(seen, token_rewards[:, t], 0) +"),
-        ("        m = is_response[:, t]\n", "        m = is_response[:, t]\n        seen = seen | m\n")]),
+        ("        m = is_step[:, t]\n", "        m = is_step[:, t]\n        seen = seen | m\n")]),
     "GAE loop skips the last token": ("ex4-gae", [("reversed(range(T))", "reversed(range(T - 1))")]),
     "GAE does not skip observation tokens": ("ex4-gae", [
         ("next_value = torch.where(m, values[:, t], next_value)", "next_value = values[:, t]"),
         ("next_adv = torch.where(m, adv_t, next_adv)", "next_adv = adv_t")]),
     "policy-loss metrics not detached": ("ex6-policy-loss", [("    with torch.no_grad():\n", "    if True:\n")]),
     "policy loss x * mask instead of where": ("ex6-policy-loss", [
-        ("loss = _aggregate(per_token, response_mask, loss_normalizer)",
-         "loss = (per_token * response_mask).sum() / (response_mask.sum().clamp(min=1) if loss_normalizer is None "
+        ("loss = _aggregate(per_token, loss_mask, loss_normalizer)",
+         "loss = (per_token * loss_mask).sum() / (loss_mask.sum().clamp(min=1) if loss_normalizer is None "
          "else max(loss_normalizer, 1))")]),
     "clip low on both sides": ("ex6-policy-loss", [("1.0 + clip_high)", "1.0 + clip_low)")]),
     "a box pushed into a second box": ("ex1-sokoban", [(" or beyond in boxes", "")]),
     "invalid pieces do not break the format": ("ex2-parser", [("bool(actions) and len(actions) == len(pieces)",
                                                                "bool(actions)")]),
-    "reward on the first sampled token": ("ex3-token-rewards", [("(response_mask * positions).argmax(-1)",
-                                                                 "response_mask.argmax(-1)")]),
+    "reward on the first sampled token": ("ex3-token-rewards", [("(loss_mask * positions).argmax(-1)",
+                                                                 "loss_mask.argmax(-1)")]),
     "GRPO without the eps in the denominator": ("ex5-grpo", [("centred / (std[group] + eps)", "centred / std[group]")]),
     "value clip fraction counts ties": ("ex7-value-loss", [("(clipped > unclipped)", "(clipped >= unclipped)")]),
     "filter rounds the kept count": ("ex8-filter", [("int(filter_ratio * std.numel())",

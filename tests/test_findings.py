@@ -93,7 +93,7 @@ def test_the_collapse_table_says_which_indicator_falls_first(tmp_path):
 
 
 def record(title, seed, thoughts):
-    """A sample record (bookkeeping.episode_record) with one turn per thought; the rest as a run writes it."""
+    """A sample record (evaluation.episode_record) with one turn per thought; the rest as a run writes it."""
     return dict(title=title, iteration=int(title.split()[-1]) if title[-1].isdigit() else 0, episode=0, seed=seed,
                 reward=-0.1, success=False,
                 turns=[dict(turn=k, state="#P#", actions_left=10, reply=f"{think}</think>", think=think, answer="",

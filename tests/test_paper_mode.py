@@ -57,8 +57,8 @@ def test_loss_aggregation_matches_a_plain_loop_over_micro_batches(tok_actor, los
         trajectories.append(rollout.Trajectory(seed=i, group=i // 3, ids=ids, sampled=sampled, reward=float(i % 2)))
     batch = ragen_mini.collate(trajectories, 0, CPU)
     ragen_mini.old_logprobs_and_values(batch, actor, None, None, cfg, CPU)
-    assert batch.response_mask.sum(-1).tolist() == [4, 6, 9, 5, 19, 8]
-    batch.advantages = torch.tensor([1, -1, 2, 0.5, -2, 1])[:, None] * batch.response_mask
+    assert batch.loss_mask.sum(-1).tolist() == [4, 6, 9, 5, 19, 8]
+    batch.advantages = torch.tensor([1, -1, 2, 0.5, -2, 1])[:, None] * batch.loss_mask
     ours, paper = 11.5 / 51, (-8.5 / 23 + 20 / 28) / 2  # 0.2255 and 0.1724: the two averages differ
     model = copy.deepcopy(actor)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.0)
@@ -109,7 +109,7 @@ def test_compute_advantages_steps_through_observations_when_asked():
     mask = torch.tensor([[0, 1, 1, 0, 0, 1, 0]], dtype=torch.float)
     stored = FIXTURE["trainer_row"]
     values = torch.tensor([stored["values"]])
-    batch = ragen_mini.Batch(input_ids=None, attention_mask=None, response_mask=mask, rewards=torch.tensor([1.0]),
+    batch = ragen_mini.Batch(input_ids=None, attention_mask=None, loss_mask=mask, rewards=torch.tensor([1.0]),
                              group_ids=torch.tensor([0]), values=values)
     ragen_mini.compute_advantages(batch, cfg)
     raw = stored["advantages"]  # reward 1 on position 5, steps 1..5
@@ -157,11 +157,11 @@ def test_after_system_trains_every_token_after_the_user_turn_s_first_token(tok_a
     im_start = tok.convert_tokens_to_ids("<|im_start|>")
     for row, t in enumerate(trajectories):
         second_start = [i for i, x in enumerate(t.ids) if x == im_start][1]
-        expected = [1.0 if second_start <= i < len(t.ids) - 1 else 0.0 for i in range(batch.response_mask.shape[1])]
-        assert batch.response_mask[row].tolist() == expected
+        expected = [1.0 if second_start <= i < len(t.ids) - 1 else 0.0 for i in range(batch.loss_mask.shape[1])]
+        assert batch.loss_mask[row].tolist() == expected
         assert tok.decode(t.ids[:second_start]) == tok.apply_chat_template(
             [{"role": "system", "content": rollout.SYSTEM_PROMPT}], tokenize=False)
-    assert batch.response_mask.sum() > 5 * sum(sum(t.sampled) for t in trajectories)  # far more than the replies
+    assert batch.loss_mask.sum() > 5 * sum(sum(t.sampled) for t in trajectories)  # far more than the replies
 
 
 def test_the_trainer_passes_the_after_system_start_to_collate(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import bookkeeping  # noqa: E402
+import evaluation  # noqa: E402
 import launch  # noqa: E402
 import ragen_mini  # noqa: E402
 import run_log  # noqa: E402
@@ -113,7 +113,7 @@ def check_tensorboard_equals_the_run_folder(run_dir):
                                                                 if "eval/success" in row]
     for step, text in texts.items():
         mine = [record for record in records if record["iteration"] == step]
-        assert mine and text == bookkeeping.samples_markdown(mine)
+        assert mine and text == evaluation.samples_markdown(mine)
         for record in mine:
             assert f"## seed {record['seed']}: reward {record['reward']:g}" in text
             assert all(turn["reply"] in text for turn in record["turns"])
@@ -194,7 +194,7 @@ def test_wandb_gets_the_rows_the_config_and_the_samples(tmp_path, monkeypatch, c
         mine = [record for record in records if record["iteration"] == step]
         assert table.columns == ["title", "episode", "seed", "reward", "success", "transcript"]
         assert table.data == [[r["title"], r["episode"], r["seed"], r["reward"], r["success"],
-                               bookkeeping.samples_markdown([r])] for r in mine] and mine
+                               evaluation.samples_markdown([r])] for r in mine] and mine
     assert calls.finished == 1
 
 

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import bookkeeping  # noqa: E402
+import evaluation  # noqa: E402
 import launch  # noqa: E402
 import models  # noqa: E402
 import ragen_mini  # noqa: E402
@@ -66,7 +66,7 @@ def test_one_iteration_of_the_preset_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ragen_mini, "play_episodes", recording)
     monkeypatch.setattr(launch, "play_episodes", recording)  # the format warm-up
-    monkeypatch.setattr(bookkeeping, "play_episodes", recording)  # the evaluations
+    monkeypatch.setattr(evaluation, "play_episodes", recording)  # the evaluations
     run_dir = tmp_path / "run"
     ragen_mini.main(["--config", str(ROOT / "configs" / "smollm2-bandit.yaml"), *TINY_RUN, f"run_dir={run_dir}"])
 

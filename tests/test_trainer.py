@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import Recorder, llm_policy  # noqa: E402
 import bookkeeping  # noqa: E402
+import evaluation  # noqa: E402
 import config  # noqa: E402
 import launch  # noqa: E402
 import models  # noqa: E402
@@ -642,12 +643,12 @@ def test_left_padded_generate_matches_token_logprobs(tok_actor):
         trajectories.append(rollout.Trajectory(seed=0, group=0, ids=c + new, sampled=[0] * len(c) + [1] * len(new)))
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.response_mask,
+        logp, _ = ragen_mini.token_logprobs(model, batch.input_ids, batch.loss_mask,
                                             ns("algo.logits_chunk=3"), temperature=T)  # 3: chunks end mid-row
     for i in range(2):
-        got = logp[i][batch.response_mask[i].bool()].tolist()
+        got = logp[i][batch.loss_mask[i].bool()].tolist()
         assert got == pytest.approx(expected[i], abs=1e-4)
-    assert (logp[batch.response_mask == 0] == 0).all()
+    assert (logp[batch.loss_mask == 0] == 0).all()
 
 
 def test_critic_values_of_right_padded_rows_equal_each_row_alone(tok_actor):
@@ -663,9 +664,9 @@ def test_critic_values_of_right_padded_rows_equal_each_row_alone(tok_actor):
                                        sampled=[0] * 4 + [1] * (n - 4)) for n in lengths]
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     with torch.no_grad():
-        values = ragen_mini.token_values(critic, batch.input_ids, batch.response_mask)  # (3, 22)
+        values = ragen_mini.token_values(critic, batch.input_ids, batch.loss_mask)  # (3, 22)
         for i, n in enumerate(lengths):
-            alone = ragen_mini.token_values(critic, batch.input_ids[i:i + 1, :n], batch.response_mask[i:i + 1, :n - 1])
+            alone = ragen_mini.token_values(critic, batch.input_ids[i:i + 1, :n], batch.loss_mask[i:i + 1, :n - 1])
             torch.testing.assert_close(values[i, :n - 1], alone[0], rtol=1e-4, atol=1e-4)  # left pads would be off by tens
             assert (values[i, n - 1:] == 0).all()  # no values on the pads
 
@@ -706,9 +707,9 @@ def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
     calls, steps = [], []
     real_loss = starpo.policy_loss
 
-    def spy(logp, old_logp, advantages, response_mask, *args, **kwargs):
-        calls.append((logp.detach().clone(), old_logp.detach().clone(), response_mask.clone()))
-        return real_loss(logp, old_logp, advantages, response_mask, *args, **kwargs)
+    def spy(logp, old_logp, advantages, loss_mask, *args, **kwargs):
+        calls.append((logp.detach().clone(), old_logp.detach().clone(), loss_mask.clone()))
+        return real_loss(logp, old_logp, advantages, loss_mask, *args, **kwargs)
 
     monkeypatch.setattr(starpo, "policy_loss", spy)
     actor_opt = torch.optim.AdamW(actor.parameters(), lr=cfg.algo.actor_lr)
@@ -758,7 +759,7 @@ def test_gae_advantages_skip_observation_tokens(tok_actor):
     whitened = (raw - raw.mean()) / np.sqrt(raw.var(ddof=1) + 1e-8)
     got = np.concatenate([batch.advantages[b, p].numpy() for b, p in enumerate(positions_all)])
     np.testing.assert_allclose(got, whitened, atol=1e-4)
-    mask = batch.response_mask.bool()
+    mask = batch.loss_mask.bool()
     assert (batch.advantages[~mask] == 0).all() and (batch.returns[~mask] == 0).all()
     assert abs(got.mean()) < 1e-4 and abs(got.std(ddof=1) - 1) < 1e-3
 
@@ -779,14 +780,14 @@ def test_grpo_advantages_and_reward_position(tok_actor):
     batch = ragen_mini.collate(trajectories, tok.pad_token_id, CPU)
     assert batch.rewards.tolist() == pytest.approx([t.reward for t in trajectories])  # collate carries them
     batch.rewards = torch.tensor([2.0, 0, 0, 0, 0.5, 0.5, 0.5, 0.5, 0, 0, -2.0, 0])
-    batch.old_logp = batch.ref_logp = torch.zeros_like(batch.response_mask)
+    batch.old_logp = batch.ref_logp = torch.zeros_like(batch.loss_mask)
     ragen_mini.compute_advantages(batch, cfg)
     worked = [1.5, -0.5, -0.5, -0.5, 0, 0, 0, 0, 0.5, 0.5, -1.5, 0.5]
     for b, t in enumerate(trajectories):
         expected = worked[b] / (1 + 1e-6)
         positions = response_positions(t)
         assert batch.advantages[b, positions].tolist() == pytest.approx([expected] * len(positions), abs=1e-6)
-        others = [j for j in range(batch.response_mask.shape[1]) if j not in positions]
+        others = [j for j in range(batch.loss_mask.shape[1]) if j not in positions]
         assert (batch.advantages[b, others] == 0).all()
 
 
@@ -801,7 +802,7 @@ def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
     critic = models.build_critic(ns(*base), actor, CPU)
     torch.nn.init.normal_(critic.value_head.weight, std=0.3)
     _, batch = real_batch(tok, actor, ns(*base, "algo.micro_batch_size=8"), critic)
-    assert len(set(batch.response_mask.sum(-1).tolist())) > 2
+    assert len(set(batch.loss_mask.sum(-1).tolist())) > 2
     # a token budget that slices the 8 rows unevenly (their lengths are close: 404 to 410 tokens)
     width, order = int(batch.attention_mask.sum(-1).max()), torch.randperm(8, generator=torch.Generator().manual_seed(0))
     budget = next(b for b in range(width, 4 * width)  # the update's own order of rows, below
@@ -869,7 +870,7 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
         assert end == len(order) or not fits(order[start:end + 1])
         width = width_of(rows)
         assert torch.equal(ids, batch.input_ids[rows, :width])
-        assert torch.equal(mask, batch.response_mask[rows, :width - 1])
+        assert torch.equal(mask, batch.loss_mask[rows, :width - 1])
         start = end
 
 
@@ -916,7 +917,7 @@ def test_non_finite_update_is_skipped_with_a_warning(tok_actor, monkeypatch, cor
                       cfg, CPU, torch.Generator().manual_seed(0))
     assert any(not torch.equal(before[k], v) for k, v in clean.state_dict().items())
 
-    row, col = torch.nonzero(batch.response_mask)[3].tolist()
+    row, col = torch.nonzero(batch.loss_mask)[3].tolist()
     if corruption == "nan_advantage":
         batch.advantages[row, col] = float("nan")
     elif corruption == "inf_advantage":
@@ -967,7 +968,7 @@ def test_end_to_end(tmp_path, monkeypatch, env_name, estimator):
         return out
 
     monkeypatch.setattr(ragen_mini, "play_episodes", recording_rollout)
-    monkeypatch.setattr(bookkeeping, "play_episodes", recording_rollout)  # the evaluations
+    monkeypatch.setattr(evaluation, "play_episodes", recording_rollout)  # the evaluations
     overrides = [*ENV_OVERRIDES[env_name], f"algo.estimator={estimator}"]
     if env_name == "sokoban":
         overrides.append("warmup.steps=2")  # the format warm-up path too
@@ -1050,7 +1051,7 @@ def unmeasured(lines):
 
 
 def sample_records(run_dir):
-    """RUN_DIR/samples.jsonl, one record a line (bookkeeping.episode_record)."""
+    """RUN_DIR/samples.jsonl, one record a line (evaluation.episode_record)."""
     return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
 
 
@@ -1282,13 +1283,13 @@ def test_resume_forgets_what_was_written_after_the_checkpoint(tmp_path):
                for title, i in heads]
     samples = str(tmp_path / "samples.md")
     for k, record in enumerate(records):
-        bookkeeping.write_samples(samples, [record])
+        evaluation.write_samples(samples, [record])
         if k == 2:
             before = (tmp_path / "samples.md").read_text()
     with open(tmp_path / "samples.jsonl", "rb+") as f:  # the crash cut the last line
         f.truncate(os.path.getsize(tmp_path / "samples.jsonl") - 40)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "x": i}) + "\n" for i in range(4)))
-    bookkeeping.drop_after_checkpoint(str(tmp_path), 1)
+    launch.forget_after(str(tmp_path), 1)
     assert read_lines(tmp_path) == [{"iteration": 0, "x": 0}, {"iteration": 1, "x": 1}]
     assert sample_records(tmp_path) == records[:3]
     assert (tmp_path / "samples.md").read_text() == before
@@ -1455,8 +1456,8 @@ def test_eval_command_reports_success_and_pass_at_k(resume_runs, monkeypatch, ca
     recorded trajectories; the line is printed and appended to RUN_DIR/eval.jsonl."""
     run_a, _ = resume_runs
     played = []
-    real_play = bookkeeping.play_episodes
-    monkeypatch.setattr(bookkeeping, "play_episodes", lambda *a: played.extend(real_play(*a)) or played[-len(a[3]):])
+    real_play = evaluation.play_episodes
+    monkeypatch.setattr(evaluation, "play_episodes", lambda *a: played.extend(real_play(*a)) or played[-len(a[3]):])
     line = ragen_mini.main(["--eval", str(run_a), "eval.k=3", "eval.num_seeds=6", "rollout.temperature=1.0",
                             "eval.temperature=1.0"])
     seeds = sorted({t.seed for t in played})

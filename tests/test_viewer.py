@@ -1,7 +1,7 @@
 """viewer.py: the trajectory page of a run folder.
 
 The fixtures under tests/fixtures/viewer-*/ are small samples.jsonl files in the trainer's record format
-(bookkeeping.episode_record), written by hand (two evaluations, two seeds each) with the env section of a run's
+(evaluation.episode_record), written by hand (two evaluations, two seeds each) with the env section of a run's
 config.yaml. The facts the tests check were counted by hand from those files, not taken from the viewer's own
 output:
 
@@ -36,6 +36,7 @@ from xml.etree import ElementTree
 import pytest
 
 import bookkeeping
+import evaluation
 import viewer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,11 +116,11 @@ def test_frozenlake_grid_shows_holes_goal_and_player(tmp_path):
 
 def test_bandit_shows_both_arms_in_prompt_order_and_the_pulled_one(tmp_path):
     text = page(run_copy(tmp_path, "bandit"))
-    for evaluation, seed, order, pulled in ((0, 1000000, ["Dragon", "Phoenix"], ["Phoenix"]),
+    for number, seed, order, pulled in ((0, 1000000, ["Dragon", "Phoenix"], ["Phoenix"]),
                                             # a broken answer pulls none
                                             (0, 1000001, ["Phoenix", "Dragon"], []),
                                             (1, 1000001, ["Phoenix", "Dragon"], ["Dragon"])):
-        episode = section(text, evaluation, seed)
+        episode = section(text, number, seed)
         assert re.findall(r'<g class="arm[^"]*" data-arm="(\w+)"', episode) == order
         assert re.findall(r'<g class="arm pulled" data-arm="(\w+)"', episode) == pulled
     assert text.count("risky arm</text>") == 4  # Dragon, the config's high_name, in each of the 4 episodes
@@ -249,7 +250,7 @@ def collapsed_record(seed=1000000):
 def test_a_collapsed_reply_shows_its_text_folded_and_why_it_did_not_parse(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
     record = collapsed_record()
-    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    evaluation.write_samples(os.path.join(run_dir, "samples.md"), [record])
     episode = section(page(run_dir), 2, 1000000)
     turns = turn_items(episode)
     reply = record["turns"][0]["reply"]
@@ -286,7 +287,7 @@ def test_no_reply_forges_an_episode_or_a_tag_in_the_page(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
     os.remove(os.path.join(run_dir, "samples.jsonl"))
     records = hostile_records()
-    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), records)
+    evaluation.write_samples(os.path.join(run_dir, "samples.md"), records)
     assert viewer.read_samples(os.path.join(run_dir, "samples.jsonl")) == (records, [])
     text = page(run_dir)
     stored = re.findall(r'<section class="episode" data-eval="(\d+)" data-seed="(\d+)">', text)
@@ -301,7 +302,7 @@ def test_no_reply_forges_an_episode_or_a_tag_in_the_page(tmp_path):
 def test_a_lone_surrogate_neither_stops_the_records_nor_the_page(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
     record = hostile_records()[4]
-    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    evaluation.write_samples(os.path.join(run_dir, "samples.md"), [record])
     with open(os.path.join(run_dir, "samples.jsonl"), "rb") as f:
         assert f.read().isascii()
     assert viewer.read_samples(os.path.join(run_dir, "samples.jsonl"))[0][-1] == record  # the surrogate back
@@ -319,7 +320,7 @@ def test_a_300_kb_adversarial_reply_renders_in_well_under_a_few_seconds(tmp_path
     record["turns"][0]["reply"] = "Turn 1:\nState:\n" * 20_000 + "`" * 10_000
     assert len(record["turns"][0]["reply"]) > 300_000
     started = time.perf_counter()
-    bookkeeping.write_samples(os.path.join(run_dir, "samples.md"), [record])
+    evaluation.write_samples(os.path.join(run_dir, "samples.md"), [record])
     text = page(run_dir)
     assert time.perf_counter() - started < 2.0
     assert len(text) < 500_000  # the page shows SHOW_AT_MOST characters of a text, the record keeps it whole

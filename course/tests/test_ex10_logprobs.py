@@ -1,7 +1,7 @@
 """Exercise 10 (visible tests): ragen_mini.token_logprobs, the per-token log-probs and entropies at the sampler's
 temperature (your parts: the shift in token_logprobs, and starpo.logprob_and_entropy).
 
-token_logprobs(actor, input_ids (b, T), response_mask (b, T-1), cfg, with_entropy, temperature) -> two (b, T-1)
+token_logprobs(actor, input_ids (b, T), loss_mask (b, T-1), cfg, with_entropy, temperature) -> two (b, T-1)
 """
 import math
 import os

@@ -60,15 +60,15 @@ class Recorder:
     def loss_normalizer(mini_batch_mask, micro_batch_mask, num_micro_batches, loss_agg):
         return mini_batch_mask.sum()
 
-    def actor_loss(self, logp, entropy, old_logp, advantages, response_mask, cfg, loss_normalizer, ref_logp=None):
-        self.events.append(("actor loss", int(response_mask.sum())))
-        loss = -(advantages * logp * response_mask).sum() / loss_normalizer
-        return loss, {"policy_loss": loss.detach(), "tokens": response_mask.sum()}
+    def actor_loss(self, logp, entropy, old_logp, advantages, loss_mask, cfg, loss_normalizer, ref_logp=None):
+        self.events.append(("actor loss", int(loss_mask.sum())))
+        loss = -(advantages * logp * loss_mask).sum() / loss_normalizer
+        return loss, {"policy_loss": loss.detach(), "tokens": loss_mask.sum()}
 
-    def value_loss(self, values, old_values, returns, response_mask, clip_range, loss_normalizer=None):
-        self.events.append(("critic loss", int(response_mask.sum())))
-        loss = 0.5 * ((values - returns) ** 2 * response_mask).sum() / loss_normalizer
-        return loss, {"vf_clipfrac": response_mask.sum() / 10}
+    def value_loss(self, values, old_values, returns, loss_mask, clip_range, loss_normalizer=None):
+        self.events.append(("critic loss", int(loss_mask.sum())))
+        loss = 0.5 * ((values - returns) ** 2 * loss_mask).sum() / loss_normalizer
+        return loss, {"vf_clipfrac": loss_mask.sum() / 10}
 
 
 def make_batch(tokens, mask, advantages, returns=None):
@@ -78,7 +78,7 @@ def make_batch(tokens, mask, advantages, returns=None):
     ids = torch.tensor([[b, *row] for b, row in enumerate(tokens)])
     zeros = torch.zeros(B, WIDTH - 1)
     return ragen_mini.Batch(input_ids=ids, attention_mask=torch.ones(B, WIDTH, dtype=torch.long),
-                            response_mask=torch.tensor(mask, dtype=torch.float32), rewards=torch.zeros(B),
+                            loss_mask=torch.tensor(mask, dtype=torch.float32), rewards=torch.zeros(B),
                             group_ids=torch.arange(B), old_logp=zeros.clone(), values=zeros.clone(),
                             ref_logp=zeros.clone(), advantages=torch.tensor(advantages, dtype=torch.float32),
                             returns=zeros.clone() if returns is None else torch.tensor(returns, dtype=torch.float32))

@@ -1,6 +1,6 @@
 """Exercise 3 (visible tests): starpo.token_level_rewards, where the trajectory's reward sits.
 
-token_level_rewards(rewards (B,), response_mask (B, T), kl=None, kl_coef=0.0) -> (B, T)
+token_level_rewards(rewards (B,), loss_mask (B, T), kl=None, kl_coef=0.0) -> (B, T)
 """
 import os
 import sys

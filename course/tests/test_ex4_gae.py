@@ -1,6 +1,6 @@
 """Exercise 4 (visible tests): starpo.compute_gae, GAE that skips observation tokens.
 
-compute_gae(token_rewards (B, T), values (B, T), response_mask (B, T), gamma, lam) -> (advantages, returns)
+compute_gae(token_rewards (B, T), values (B, T), steps (B, T), gamma, lam) -> (advantages, returns)
 """
 import os
 import sys
