@@ -4,7 +4,7 @@
 
 A solution region is marked in the project's own code, inside a function body:
 
-    def compute_gae(token_rewards, values, response_mask, gamma, lam):
+    def compute_gae(token_rewards, values, steps, gamma, lam):
         \"\"\"...the docstring stays: it is the exercise's specification...\"\"\"
         # BEGIN SOLUTION ex4-gae
         ...the reference implementation...
@@ -14,8 +14,9 @@ In the copy the region becomes `raise NotImplementedError("exercise ex4-gae: ...
 at the region's indentation, naming the exercise and its handout (so every exercise id needs a handout
 course/<id>.md); everything outside the regions is copied unchanged, so the student copy imports and runs
 its untouched parts. What would give solutions away is left out (LEFT_OUT: the hidden tests, the
-instructor guide, the course's and the grader's own tests, raw logs), and a START_HERE.md tells the student
-where to begin, how to check their work and what a syntax error costs.
+instructor guide, the capstone's answer key and reference runs, the course's and the grader's own tests,
+raw logs), and a START_HERE.md tells the student where to begin, how to check their work and what a syntax
+error costs.
 """
 import os
 import re
@@ -31,6 +32,7 @@ END = re.compile(r"^\s*# END SOLUTION\s*$")
 # tests, which the copy lacks), the course's own tests and the grader's (they quote solution lines to plant bugs)
 # and the raw benchmark logs (a compile log quotes the code it compiled).
 LEFT_OUT = ("course/hidden/", "course/README.md", "course/grade_folder.py", "course/make_gradescope.py",
+            "course/capstone-answer-key.md", "course/capstone_reference.py", "results/capstone/", "plots/capstone_",
             "tests/test_course.py", "tests/test_course_logistics.py", "tests/test_grader_", "bench/results/")
 START_HERE = """# Start here
 

@@ -239,3 +239,63 @@ def test_run_autograder_gives_the_solution_every_point_and_the_student_copy_none
         (root / "source" / "release" / "git-away").rename(root / "source" / "release" / ".git")
     assert results["score"] == 0 and "grading failed (exit code 2)" in results["output"], results
     assert "could not build the release" in results["output"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The capstone's answer key (course/capstone-answer-key.md) and its reference runs (course/capstone_reference.py)
+import capstone_reference  # noqa: E402
+import config  # noqa: E402
+from make_student_copy import LEFT_OUT  # noqa: E402
+
+
+def test_capstone_measures_by_hand():
+    points = [(0, 0.4), (5, 0.85), (10, 0.92), (15, 0.88), (20, 1.0)]
+    assert capstone_reference.measures(points) == {"mean success": (0.4 + 0.85 + 0.92 + 0.88 + 1.0) / 5,
+                                                   "first >= 0.9": 10, "final success": 1.0}
+    assert capstone_reference.measures([(0, 0.5), (5, 0.89)])["first >= 0.9"] is None
+    # mean 4, sample sd sqrt(2) = 1.41, one seed never reached it
+    assert capstone_reference.spread([3, 5, None]) == "4 +- 1.4 (3-5), 1 never"
+    assert capstone_reference.spread([None, None]) == "never"
+
+
+def test_capstone_settings_are_valid_and_each_question_holds_one_idea_apart():
+    for setting, overrides in capstone_reference.SETTINGS.items():
+        config.load_config(str(ROOT / capstone_reference.PRESET), [*capstone_reference.COMMON, *overrides])
+    keys = {setting: {item.split("=")[0] for item in overrides}
+            for setting, overrides in capstone_reference.SETTINGS.items()}
+    # what each question varies: one key, or the keys of one idea (prompts x samples at one budget; the filter's
+    # step-matched control sets the mini-batch to the kept trajectories, and its micro-batch may not be larger)
+    allowed = {"filter": {"algo.filter_ratio", "algo.mini_batch_size", "algo.micro_batch_size"},
+               "critic": {"algo.estimator"}, "clip": {"algo.clip_high", "algo.ppo_epochs"},
+               "group-size": {"rollout.groups", "rollout.group_size"}}
+    for question, settings in capstone_reference.QUESTIONS.items():
+        assert set().union(*(keys[s] for s in settings)) <= allowed[question], question
+
+
+def test_the_handouts_example_runs_differ_in_one_setting():
+    text = (ROOT / "course" / "capstone-investigation.md").read_text()
+    block = text.split("## Run it")[1].split("```bash")[1].split("```")[0]
+    shared = dict(line.split("=", 1) for line in block.splitlines() if line.startswith("B="))["B"].strip('"')
+    runs = [line.replace("$B", shared).split()[4:] for line in block.splitlines()
+            if line.startswith("python ragen_mini.py")]
+    assert len(runs) == 2
+    settings = [dict(item.split("=", 1) for item in run if not item.startswith("run_dir=")) for run in runs]
+    assert {k for k in settings[0].keys() | settings[1].keys() if settings[0].get(k) != settings[1].get(k)} == {
+        "algo.filter_ratio"}
+    for run in runs:
+        config.load_config(str(ROOT / "configs" / "bandit.yaml"), run)
+
+
+def test_the_answer_key_and_the_reference_runs_stay_out_of_the_student_copy():
+    for path in ("course/capstone-answer-key.md", "course/capstone_reference.py", "results/capstone/filter.md",
+                 "plots/capstone_filter.png"):
+        assert path.startswith(LEFT_OUT), path
+    assert not "course/capstone-investigation.md".startswith(LEFT_OUT)
+
+
+def test_the_answer_keys_tables_are_the_reference_tables():
+    key = (ROOT / "course" / "capstone-answer-key.md").read_text()
+    for question in capstone_reference.QUESTIONS:
+        table = (ROOT / "results" / "capstone" / f"{question}.md").read_text().split("\n\n", 2)[2].strip()
+        assert table in key, question
+        assert f"plots/capstone_{question}.png" in key and (ROOT / "plots" / f"capstone_{question}.png").is_file()
