@@ -37,7 +37,7 @@ import run_log
 import tiny
 from bookkeeping import (CtrlC, RunError, Stopped, Watchdog, check_finite_weights, check_no_links,
                          check_resumable, code_version, describe_os_error, discard_start,
-                         drop_after_checkpoint, load_state, open_run_folder, release_lock,
+                         drop_metrics_after, load_state, open_run_folder, release_lock,
                          report_zero_signal, run_summary, save_checkpoint, write_file, write_metrics)
 from config import ConfigError, load_config, load_run_config, namespace
 from evaluation import drop_samples_after, evaluate
@@ -275,7 +275,7 @@ def restore(run, state):
 def forget_after(run_dir, iteration):
     """On resume: the metrics lines and the evaluation samples written after ITERATION go; the resumed run
     writes them again."""
-    drop_after_checkpoint(run_dir, iteration)
+    drop_metrics_after(run_dir, iteration)
     drop_samples_after(os.path.join(run_dir, "samples.md"), iteration)
 
 

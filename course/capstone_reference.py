@@ -6,8 +6,10 @@ measures (with each setting's range over the seeds) and a figure with every seed
     python course/capstone_reference.py all --jobs 2      # every question; two runs at a time (one thread each)
     python course/capstone_reference.py filter --draw     # the table and figure of the runs there, runs nothing
 
-Runs go to runs/capstone/SETTING-seedS (a setting shared by two questions runs once); a run is done when its
-metrics.jsonl holds the last evaluation. Each run records its CPU minutes in RUN/cpu_minutes. The table goes to
+Runs go to runs/capstone/SETTING-seedS (a setting shared by two questions runs once), each folder marked as this
+script's (MARK): a run is done when its metrics.jsonl holds the last evaluation, and only a marked folder is
+started over. A folder there without the mark (a run of your own) stops the script before it runs or draws
+anything. Each run records its CPU minutes in RUN/cpu_minutes. The table goes to
 results/capstone/QUESTION.md, the figure to plots/capstone_QUESTION.png.
 
 What is measured, from each run's evaluations (eval.every=5: 11 of them, 128 episodes each):
@@ -16,7 +18,6 @@ What is measured, from each run's evaluations (eval.every=5: 11 of them, 128 epi
   final success  eval/success at iteration 50: where it ended (on the Bandit every setting ends near 1.0)
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -54,6 +55,7 @@ QUESTIONS = {  # question -> its settings, the preset's own first
     "group-size": ["n4", "preset", "n16"],
 }
 RUNS_DIR = os.path.join(ROOT, "runs", "capstone")
+MARK = ".capstone-run"  # in each run folder this script starts: the only folders it starts over
 
 
 def run_dir(setting, seed):
@@ -78,6 +80,8 @@ def train(setting, seed):
     one_thread = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     command = [sys.executable, "ragen_mini.py", "--config", PRESET, *COMMON, *SETTINGS[setting], f"seed={seed}",
                f"run_dir={path}", "overwrite=true"]
+    os.makedirs(path, exist_ok=True)
+    open(os.path.join(path, MARK), "w").close()
     started = time.time()
     with open(path + ".log", "w") as log:
         child = subprocess.Popen(command, cwd=ROOT, env=one_thread, stdout=log, stderr=subprocess.STDOUT)
@@ -149,6 +153,11 @@ def main(argv=None):
     parser.add_argument("--draw", action="store_true", help="the table and figure only; run nothing")
     args = parser.parse_args(argv)
     questions = list(QUESTIONS) if args.question == "all" else [args.question]
+    needed = [run_dir(setting, seed) for question in questions for setting in QUESTIONS[question] for seed in SEEDS]
+    foreign = [path for path in needed if os.path.lexists(path) and not os.path.isfile(os.path.join(path, MARK))]
+    if foreign:
+        raise SystemExit(f"error: {foreign[0]} was not made by this script (no {MARK} in it): it is neither "
+                         f"a reference run nor started over; move it elsewhere ({len(foreign)} such folders)")
     todo = list(dict.fromkeys((setting, seed) for question in questions for setting in QUESTIONS[question]
                               for seed in SEEDS if not done(run_dir(setting, seed))))
     if todo and args.draw:

@@ -299,3 +299,16 @@ def test_the_answer_keys_tables_are_the_reference_tables():
         table = (ROOT / "results" / "capstone" / f"{question}.md").read_text().split("\n\n", 2)[2].strip()
         assert table in key, question
         assert f"plots/capstone_{question}.png" in key and (ROOT / "plots" / f"capstone_{question}.png").is_file()
+
+
+def test_capstone_reference_stops_at_a_folder_it_did_not_make_and_keeps_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(capstone_reference, "RUNS_DIR", str(tmp_path))
+    mine = tmp_path / "grpo-seed1"
+    mine.mkdir()
+    (mine / "metrics.jsonl").write_text('{"iteration": 0, "eval/success": 0.5}\n')
+    started = []
+    monkeypatch.setattr(capstone_reference, "train", lambda *job: started.append(job))
+    for argv in (["critic"], ["critic", "--draw"]):
+        with pytest.raises(SystemExit, match="not made by this script"):
+            capstone_reference.main(argv)
+    assert started == [] and (mine / "metrics.jsonl").read_text() == '{"iteration": 0, "eval/success": 0.5}\n'
