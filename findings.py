@@ -97,8 +97,7 @@ RUNS = {  # name -> (preset, overrides), in the order `all` runs them: what the 
 OLD_NAMES = {"sokoban-starpo-s-with-kl-seed0": "sokoban-starpo-s-with-kl",
              "sokoban-starpo-s-no-clip-higher-seed0": "sokoban-starpo-s-no-clip-higher",
              "sokoban-5-actions-per-turn-seed0": "sokoban-5-actions-per-turn",
-             "sokoban-n4-seed0": "sokoban-n4", "sokoban-n16-seed0": "sokoban-n16",
-             "bandit-no-think-seed0": "bandit-no-think"}
+             "sokoban-n4-seed0": "sokoban-n4", "sokoban-n16-seed0": "sokoban-n16"}
 
 
 def seeds_of(prefix):
