@@ -33,15 +33,19 @@ def children_cpu_seconds():
     return times.children_user + times.children_system
 
 
+def command(run_dir, overrides):
+    """One thread (train.threads=1): the CPU time then counts the run's work. A run left to choose takes a thread
+    per core (models.cpu_threads), and threads spin while they wait for a busy machine's cores, so the CPU time
+    would grow with the cores and the load, not with the work."""
+    return [sys.executable, "ragen_mini.py", "--config", "configs/bandit.yaml", f"run_dir={run_dir}",
+            "train.device=cpu", "train.threads=1", *overrides]
+
+
 def run(name, overrides):
     """Train one run; -> (passed, one line saying why)."""
     run_dir = os.path.join(tempfile.mkdtemp(prefix=f"capstone-{name}-"), "run")
     cpu_started = children_cpu_seconds()
-    # One thread: the CPU time then counts the run's work. With torch's default of one thread per core, threads
-    # spin while they wait for a busy machine's cores, and the CPU time grows with the load.
-    one_thread = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "ragen_mini.py", "--config", "configs/bandit.yaml", f"run_dir={run_dir}",
-                           "train.device=cpu", *overrides], cwd=ROOT, env=one_thread)
+    done = subprocess.run(command(run_dir, overrides), cwd=ROOT)
     cpu_minutes = (children_cpu_seconds() - cpu_started) / 60
     if done.returncode != 0:
         return False, f"{name}: FAIL, the run stopped with exit code {done.returncode} (its log is above)"

@@ -243,8 +243,10 @@ def test_run_autograder_gives_the_solution_every_point_and_the_student_copy_none
 
 # ---------------------------------------------------------------------------------------------------------------
 # The capstone's answer key (course/capstone-answer-key.md) and its reference runs (course/capstone_reference.py)
+import capstone  # noqa: E402
 import capstone_reference  # noqa: E402
 import config  # noqa: E402
+import models  # noqa: E402
 from make_student_copy import LEFT_OUT  # noqa: E402
 
 
@@ -256,6 +258,17 @@ def test_capstone_measures_by_hand():
     # mean 4, sample sd sqrt(2) = 1.41, one seed never reached it
     assert capstone_reference.spread([3, 5, None]) == "4 +- 1.4 (3-5), 1 never"
     assert capstone_reference.spread([None, None]) == "never"
+
+
+@pytest.mark.parametrize("cores, load", [(2, 0.0), (16, 0.5), (2, 9.0)])
+def test_the_capstone_runs_compute_with_one_thread_on_any_machine(cores, load):
+    """Their CPU minutes are a budget (part b) and a bar (part a): a run given a thread per core, which the
+    trainer takes on an idle machine, counts every spinning thread's time too."""
+    part_a = capstone.command("RUN", [])
+    part_b = [*capstone_reference.COMMON, *capstone_reference.SETTINGS["epochs4"]]
+    for overrides in (part_a[part_a.index("--config") + 2:], part_b):
+        cfg = config.load_config(str(ROOT / capstone_reference.PRESET), overrides)
+        assert models.cpu_threads(cfg["train"]["threads"], cores=cores, load=load)[0] == 1
 
 
 def test_capstone_settings_are_valid_and_each_question_holds_one_idea_apart():
