@@ -118,6 +118,7 @@ def test_grade_folder_writes_a_row_per_submission_and_one_for_a_failed_grading(t
     assert "grading" in (out / "bob" / "grade.log").read_text()  # its stdout too
 
 
+@pytest.mark.slow
 def test_grade_folder_stops_a_grading_past_its_time_and_what_it_left_running(tmp_path, fake_grader):
     folder = tmp_path / "submissions"
     slow = submission(folder, "slow", {"sleep": 60, "rows": full_marks()})

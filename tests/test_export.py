@@ -356,6 +356,7 @@ def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys)
         assert arrived == set(CARRIED.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what, place", [("model.name", "config"), ("the run folder", "name")])
 def test_ragen_mini_command_line_prints_no_command_from_the_run(what, place, tmp_path):
     """End to end, as a user runs it: `python ragen_mini.py --export ragen RUN > cmd.sh; . cmd.sh`."""

@@ -262,6 +262,7 @@ def test_the_run_mode_refuses_a_folder_of_kept_runs_and_changes_nothing(tmp_path
     assert not scratch.exists()  # nothing drawn
 
 
+@pytest.mark.slow
 def test_drawing_every_finding_from_kept_runs_writes_only_its_figure_and_table(tmp_path, scratch):
     copy = tmp_path / "kept"
     shutil.copytree(KEPT, copy)

@@ -317,6 +317,7 @@ def test_a_parallel_the_card_cannot_hold_starts_nothing(tmp_path, monkeypatch, c
         assert "give a number of runs, at least 1, or auto" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_free_memory_query_answers_from_a_child_process():
     """The real query (the fixture above stands in for it elsewhere): None on a machine without a GPU, such as
     CI's; the free GiB, more than 0 and less than the card's total, on one with a GPU."""

@@ -66,6 +66,7 @@ def test_passes():
 '''
 
 
+@pytest.mark.slow
 def test_each_failure_is_reported_with_the_assertions_own_message(tmp_path):
     """grading_plugin.Reporter's events for each kind of failure: the headline (the summary line) is the
     assertion's own message, joined onto one line, else pytest's explanation, else the exception; a skip fails."""

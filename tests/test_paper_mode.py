@@ -164,6 +164,7 @@ def test_after_system_trains_every_token_after_the_user_turn_s_first_token(tok_a
     assert batch.loss_mask.sum() > 5 * sum(sum(t.sampled) for t in trajectories)  # far more than the replies
 
 
+@pytest.mark.slow
 def test_the_trainer_passes_the_after_system_start_to_collate(tmp_path, monkeypatch):
     seen = []
     collate = ragen_mini.collate

@@ -1098,6 +1098,7 @@ def test_a_command_line_run_on_the_cpu_computes_with_the_threads_it_says(tmp_pat
     assert [models.cpu_threads(0, cores=2, load=load)[0] for load in (0.0, 2.0, 3.5)] == [2, 2, 1]
 
 
+@pytest.mark.slow
 def test_run_ends_with_a_summary_and_a_full_bar(tmp_path, capsys):
     """The bar reaches its total and shows the latest evaluation beside the rollout's success; the run
     ends by printing its evaluations (first, last, best, read back here from metrics.jsonl), the run
@@ -1338,6 +1339,7 @@ def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
     assert "Resume from its last checkpoint" in stalled.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_format_warm_up_stops_at_once(tmp_path, monkeypatch, capsys):
     """Ctrl-C at the warm-up's third step of 200: the run stops there (no more steps, no evaluation, no
     iteration), exits 130, says that nothing was saved, and leaves no folder behind; a second run in the same
