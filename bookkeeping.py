@@ -368,8 +368,9 @@ def describe_os_error(error):
 
 def drop_metrics_after(run_dir, iteration):
     """On resume: forget the metrics lines written after ITERATION, which the resumed run writes again (as
-    evaluation.drop_samples_after forgets the samples; launch.forget_after calls both). A damaged line (a crash while writing, an edit) is
-    moved to metrics.jsonl.damaged; a missing metrics.jsonl is started again; both are said."""
+    evaluation.drop_samples_after forgets the samples; launch.forget_after calls both). A damaged line (a crash
+    while writing, an edit) is moved to metrics.jsonl.damaged; a missing metrics.jsonl is started again; both
+    are said."""
     path = os.path.join(run_dir, "metrics.jsonl")
     rows = []
     if os.path.exists(path):
