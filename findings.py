@@ -263,13 +263,13 @@ def trained_tokens(run):
 
 def updates_cell(runs_):
     """'8 / ≈20,700' for an arm: optimiser steps and trained tokens per iteration, means over its runs, with
-    how they are known (config: worked out from it; ≈: an estimate; not logged)."""
+    how they are known (config: worked out from it; ≈: an estimate enters the mean; not logged)."""
     steps, tokens = [optimiser_steps(r) for r in runs_], [trained_tokens(r) for r in runs_]
     step_values, token_values = [v for v, _ in steps if v is not None], [v for v, _ in tokens if v is not None]
     step_text = (f"{statistics.mean(step_values):g}" + (" (config)" if steps[0][1] == "config" else "")
                  if step_values else "not logged")
-    token_text = (("≈" if tokens[0][1] == "estimate" else "") + f"{statistics.mean(token_values):,.0f}"
-                  if token_values else "not logged")
+    token_text = (("≈" if any(how == "estimate" for _, how in tokens) else "")
+                  + f"{statistics.mean(token_values):,.0f}" if token_values else "not logged")
     return f"{step_text} / {token_text}"
 
 
@@ -663,7 +663,7 @@ def run_table(runs_, letters, floor):
 
 def draw_arms(runs, labels, claims, title, think_panel=False):
     """Eval success over iterations for arms (each a method's seeds, or one run): the mean over an arm's seeds
-    with their range (min to max) shaded; a table row an arm with mean ± std over seeds, compared also at one
+    with their range (min to max) shaded, and a seed that ran longer than the others on alone, dashed; a table row an arm with mean ± std over seeds, compared also at one
     iteration, the end of the shortest run (each run's evaluation nearest it), with the optimiser steps and
     trained tokens of an iteration; one row a run; the verdicts. With think_panel, the arms' median think
     tokens per turn (mean over seeds) in a second panel and column."""
@@ -694,6 +694,11 @@ def draw_arms(runs, labels, claims, title, think_panel=False):
         if len(group) > 1:
             axes[0, 0].fill_between(common, [min(v) for v in by_iteration], [max(v) for v in by_iteration],
                                     color=f"C{color % 10}", alpha=0.2)
+            for run in group:  # a seed that ran longer than the others goes on alone, dashed
+                beyond = [(i, v) for i, v in evals(run.rows) if i >= common[-1]]
+                if beyond[-1][0] > common[-1] + 2:  # as far as `common` looks for a seed's evaluation
+                    axes[0, 0].plot(*zip(*beyond), color=f"C{color % 10}", linestyle="--", linewidth=1,
+                                    label=f"{label}, seed {run.seed} alone")
         line = (f"| {label} | {', '.join(str(run.seed) for run in group)} | "
                 f"{', '.join(letters[run.name] for run in group)} | "
                 f"{', '.join(str(rows[-1]['iteration']) for rows in rows_of)} | {updates_cell(group)} | "
@@ -705,6 +710,10 @@ def draw_arms(runs, labels, claims, title, think_panel=False):
             common = sorted(set.intersection(*(set(i for i, _ in think) for think in thinks)))
             mean = [statistics.mean(dict(think)[i] for think in thinks) for i in common]
             axes[0, 1].plot(common, mean, color=f"C{color % 10}", label=label)
+            for run, think in zip(group, thinks):
+                beyond = [(i, v) for i, v in think if common and i >= common[-1]]
+                if len(group) > 1 and beyond and beyond[-1][0] > common[-1] + 2:
+                    axes[0, 1].plot(*zip(*beyond), color=f"C{color % 10}", linestyle="--", linewidth=1)
             line += f" {mean[0]:.1f} / {mean[-1]:.1f} |" if mean else " 0 / 0 (reasoning off) |"
         lines.append(line)
     axes[0, 0].set(xlabel="iteration", ylabel="eval success (256 held-out seeds)", title=title)

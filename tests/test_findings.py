@@ -4,6 +4,7 @@ no mode removes or changes a folder of runs findings.py did not start."""
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -62,6 +63,29 @@ def test_seeds_stopped_by_the_time_limit_are_drawn_at_their_nearby_last_evaluati
     line = fig.axes[0].lines[0]
     # seed 0's iterations; at 39, seed 1's nearest evaluation is 40 (one away): (0.3 + 0.5) / 2
     assert list(line.get_xdata()) == [0, 20, 39] and list(line.get_ydata()) == pytest.approx([0.1, 0.3, 0.4])
+
+def test_an_arm_whose_trained_tokens_are_estimated_for_one_run_is_marked_as_an_estimate():
+    # 32 groups x 8, filter 0.25: 8 groups x 8 = 64 kept trajectories in mini-batches of 32, 2 passes: 4 steps
+    cfg = {"rollout": {"groups": 32, "group_size": 8},
+           "algo": {"filter_ratio": 0.25, "mini_batch_size": 32, "ppo_epochs": 2}}
+    logged = findings.Run("a-seed0", "", [{"iteration": 1, findings.TOKENS_KEY: 1000.0}], cfg)
+    # not logged: 64 kept trajectories x 30 sampled tokens on average = 1,920
+    estimated = findings.Run("a-seed1", "", [{"iteration": 1, "rollout/response_tokens": 30.0}], cfg)
+    assert findings.updates_cell([logged]) == "4 (config) / 1,000"
+    assert findings.updates_cell([estimated]) == "4 (config) / ≈1,920"
+    assert findings.updates_cell([logged, estimated]) == "4 (config) / ≈1,460"  # (1,000 + 1,920) / 2
+
+
+def test_a_seed_that_ran_longer_goes_on_alone_in_the_figure(tmp_path):
+    write_run(tmp_path / "sokoban-starpo-s-seed0", [{"iteration": i, "eval/success": 0.1 + i / 100} for i in (0, 10, 20)])
+    write_run(tmp_path / "sokoban-starpo-s-seed1", [{"iteration": i, "eval/success": 0.2} for i in (0, 10, 20, 30, 40)])
+    _, fig = findings.draw_finding1(str(tmp_path))
+    mean, alone = fig.axes[0].lines[:2]
+    assert list(mean.get_xdata()) == [0, 10, 20] and list(mean.get_ydata()) == pytest.approx([0.15, 0.2, 0.25])
+    # seed 1 from the end of the common part (20) to its own end, its own values
+    assert list(alone.get_xdata()) == [20, 30, 40] and list(alone.get_ydata()) == [0.2, 0.2, 0.2]
+    assert alone.get_linestyle() == "--" and alone.get_label() == "StarPO-S, seed 1 alone"
+
 
 def test_first_change_finds_the_first_window_past_the_factor():
     points = [(i, 1.0) for i in range(1, 6)] + [(6, 0.8), (7, 0.4), (8, 0.2), (9, 0.2), (10, 0.1)]
@@ -140,7 +164,8 @@ def test_every_finding_draws_from_the_kept_runs(tmp_path, monkeypatch):
     mean = sum(row["eval/success"] for row in finals) / len(finals)
     std = (sum((row["eval/success"] - mean) ** 2 for row in finals) / (len(finals) - 1)) ** 0.5
     table = findings.draw("1", kept)
-    assert f"| StarPO-S | 0, 1, 2 | A, A, A | {', '.join(str(row['iteration']) for row in finals)} |" in table
+    iterations = ", ".join(str(row["iteration"]) for row in finals)
+    assert re.search(rf"^\| StarPO-S \| 0, 1, 2 \| [A-Z], [A-Z], [A-Z] \| {iterations} \|", table, re.MULTILINE), table
     assert f"| {mean:.3f} ± {std:.3f} (n=3) |" in table
 
 

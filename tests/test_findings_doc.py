@@ -113,11 +113,13 @@ def quoted():
     after it as (`run`, iteration N) or , `run`, iteration N."""
     text = re.sub(r"\s+", " ", DOC)
     return [(q.replace("\\|", "|"), run or None, iteration or None) for q, run, iteration in
-            re.findall(r"“(.+?)”(?:[\s,(]*`([\w.-]+)`, iteration (\d+))?", text)]
+            re.findall(r"“(.*?)”(?:[\s,(]*`([\w.-]+)`, iteration (\d+))?", text)]
 
 
 def said_in(quote, thought):
-    """QUOTE is in THOUGHT, its pieces around an elision ("...") in order."""
+    """QUOTE is in THOUGHT, its pieces around an elision ("...") in order; an empty quote, “”, is an empty thought."""
+    if not quote.strip():
+        return not thought.strip()
     at = 0
     for piece in (p.strip() for p in quote.split("...")):
         found = thought.find(piece, at)
@@ -146,6 +148,7 @@ def test_the_quote_check_tells_a_thought_of_another_run_or_evaluation():
     assert not said_in("You can push a box by moving in the direction of the target.",
                        "You can push a box by moving in the same direction.")
     assert said_in("You can push ... same direction.", "You can push a box by moving in the same direction.")
+    assert said_in("", "") and not said_in("", "Up")
 
 
 def test_the_rule_in_the_doc_is_the_rule_findings_py_applies():
