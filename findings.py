@@ -422,7 +422,7 @@ def named(thought, actions):
 
 def hallucinations(run):
     """Thoughts that point elsewhere: over the evaluation turns whose answer is known (iteration 0 on), how
-    many thoughts name an action, and how many name actions but none of the ones answered (the paper's
+    many have a thought (not empty), how many thoughts name an action, and how many name actions but none of the ones answered (the paper's
     "hallucinated" reasoning: the thought says Phoenix, the answer is Dragon). -> dict, or None with no
     thoughts or no known answer."""
     if not run.cfg or not run.cfg["rollout"]["think"] or not any(
@@ -431,7 +431,7 @@ def hallucinations(run):
     env = run.cfg["env"]
     actions = envs.make_env(env["name"], **env.get("kwargs") or {}).actions
     thoughts, answers = thoughts_of(run.dir), answers_of(run)
-    count = {"evaluations": 0, "turns": 0, "naming": 0, "elsewhere": 0, "by_evaluation": []}
+    count = {"evaluations": 0, "turns": 0, "thinking": 0, "naming": 0, "elsewhere": 0, "by_evaluation": []}
     for title, by_seed in answers.items():
         if not title.startswith("Evaluation at iteration") or title not in thoughts:
             continue
@@ -440,6 +440,7 @@ def hallucinations(run):
             for thought, taken in zip(thoughts[title].get(seed, []), answered):
                 names = named(thought, actions)
                 turns += 1
+                count["thinking"] += bool(thought.strip())  # an empty think block is no thought to check
                 count["naming"] += bool(names)
                 elsewhere += bool(names) and not names & set(taken)
         count["evaluations"] += 1
@@ -970,17 +971,18 @@ def draw_finding7(runs):
                 for env, label in [("Sokoban", "StarPO-S"), ("FrozenLake", "FrozenLake, reasoning on"),
                                    ("Bandit", "Bandit, reasoning on")])]
     table, fig = draw_arms(runs, labels, claims, "Reasoning on and off", think_panel=True)
-    lines = ["| run | evaluations with known answers | turns | thoughts naming an action | naming only "
-             "actions not answered | share of turns | share of naming thoughts | by evaluation: iteration "
-             "(pointing elsewhere of turns) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| run | evaluations with known answers | turns | turns with a thought | thoughts naming an action | "
+             "naming only actions not answered | share of turns with a thought | share of naming thoughts | "
+             "by evaluation: iteration (pointing elsewhere of turns) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label in ["StarPO-S", "FrozenLake, reasoning on", "Bandit, reasoning on"]:
         for run in arm_runs(runs, label):
             h = hallucinations(run)
             if h is None:
-                lines.append(f"| {run.name} | 0: its answers were not kept (answers.json) | | | | | | |")
+                lines.append(f"| {run.name} | 0: its answers were not kept (answers.json) | | | | | | | |")
                 continue
-            lines.append(f"| {run.name} | {h['evaluations']} | {h['turns']} | {h['naming']} | {h['elsewhere']} "
-                         f"| {h['elsewhere'] / h['turns']:.3f} | "
+            lines.append(f"| {run.name} | {h['evaluations']} | {h['turns']} | {h['thinking']} | {h['naming']} | "
+                         f"{h['elsewhere']} | {h['elsewhere'] / h['thinking'] if h['thinking'] else 0:.3f} | "
                          f"{h['elsewhere'] / h['naming'] if h['naming'] else 0:.3f} | "
                          + ", ".join(f"{i} ({e} of {n})" for i, e, n in sorted(h["by_evaluation"]) if e) + " |")
     return (table + "\n\nHallucinated reasoning: the evaluation thoughts that name actions (or arms) but none "

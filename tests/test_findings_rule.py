@@ -211,17 +211,18 @@ def test_thoughts_that_name_another_action_than_the_one_answered(tmp_path):
                                        "3": ["Phoenix and Dragon are arms."], "4": ["phoenix, surely"],
                                        "5": ["no arm named"]}}))
     run = findings.load(str(tmp_path), "bandit-starpo-s-seed0")
-    assert findings.hallucinations(run) == {"evaluations": 1, "turns": 5, "naming": 4, "elsewhere": 2,
+    assert findings.hallucinations(run) == {"evaluations": 1, "turns": 5, "thinking": 5, "naming": 4, "elsewhere": 2,
                                             "by_evaluation": [(10, 2, 5)]}
     # Sokoban with its answers kept: "actions left" is the count of actions, not the direction Left
     folder = write_run(tmp_path, "sokoban-starpo-s-seed0", {0: 0.2, 10: 0.2})
     (folder / "thoughts.json").write_text(json.dumps({"Evaluation at iteration 10": {
-        "1": ["I go left.", "You have 9 actions left.", "Up, then Left.", "#####"]}}))
+        "1": ["I go left.", "You have 9 actions left.", "Up, then Left.", "#####", " "]}}))
     (folder / "answers.json").write_text(json.dumps({"Evaluation at iteration 10": {
-        "1": [["Right"], ["Up"], ["Left"], ["Down"]]}}))
+        "1": [["Right"], ["Up"], ["Left"], ["Down"], ["Up"]]}}))
     run = findings.load(str(tmp_path), "sokoban-starpo-s-seed0")
-    assert findings.hallucinations(run) == {"evaluations": 1, "turns": 4, "naming": 2, "elsewhere": 1,
-                                            "by_evaluation": [(10, 1, 4)]}
+    # the fifth turn's think block is empty: a turn, but no thought
+    assert findings.hallucinations(run) == {"evaluations": 1, "turns": 5, "thinking": 4, "naming": 2, "elsewhere": 1,
+                                            "by_evaluation": [(10, 1, 5)]}
     # reasoning off, or no thoughts kept: nothing to count
     folder = write_run(tmp_path, "bandit-no-think-seed0", {0: 0.5, 10: 1.0}, {**bandit, "rollout": {"think": False}})
     assert findings.hallucinations(findings.load(str(tmp_path), "bandit-no-think-seed0")) is None
