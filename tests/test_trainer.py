@@ -1315,18 +1315,19 @@ STALLED = """
 import sys, time
 sys.path.insert(0, {root!r})
 import ragen_mini
-def update_that_never_returns(*args, **kwargs):
+def rollout_that_never_returns(*args, **kwargs):
     time.sleep(3600)
-ragen_mini.update = update_that_never_returns
+ragen_mini.play_episodes = rollout_that_never_returns
 ragen_mini.main({argv!r})
 """
 
 
 @pytest.mark.slow
 def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
-    """An update that never returns (a stand-in for the compile workers a run once waited on forever): with
+    """A rollout that never returns (a stand-in for the compile workers a run once waited on forever): with
     train.stall_min=0.05 (3 s) the watchdog says what the run was doing, prints every thread's stack (the
-    stuck call among them) and ends the process with exit code 3, within seconds, not an hour."""
+    stuck call among them) and ends the process with exit code 3, within seconds, not an hour. The rollout is
+    the iteration's first step, so the 3 s cannot run out in an earlier one on a busy machine."""
     argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", "train.stall_min=0.05",
             f"run_dir={tmp_path / 'run'}"]
     started = time.monotonic()
@@ -1335,7 +1336,7 @@ def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
     assert stalled.returncode == 3, stalled.stderr[-2000:]
     assert time.monotonic() - started < 120
     assert "error: the run has not moved for" in stalled.stderr and "while in iteration 1" in stalled.stderr
-    assert "update_that_never_returns" in stalled.stderr  # the stuck thread's stack
+    assert "rollout_that_never_returns" in stalled.stderr  # the stuck thread's stack
     assert "Resume from its last checkpoint" in stalled.stderr
 
 
