@@ -9,6 +9,9 @@ GAE; the update and its clipped steps.
     python bench/profile_iteration.py OUT.jsonl --alternate-score-tokens 131072 --config ...
         # even iterations score (step 3, the thought MI) in micro-batches of up to N tokens, any rows:
         # t/mi_alt and t/score_alt against t/mi and t/score in one run
+    python bench/profile_iteration.py OUT.jsonl --kernels 4 --config ...
+        # iteration 4's rollout, thought MI, step 3 and update each under torch.profiler: OUT.NAME.txt has its
+        # kernels and ops by GPU time, and its wall time against the GPU's busy time (the gap: the host's)
 """
 import copy
 import json
@@ -17,6 +20,7 @@ import sys
 import time
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import fast.decoder  # noqa: E402
@@ -24,11 +28,33 @@ import launch  # noqa: E402
 import ragen_mini  # noqa: E402
 
 out_path, args = sys.argv[1], sys.argv[2:]
-alternate = 0
-if "--alternate-score-tokens" in args:
-    at = args.index("--alternate-score-tokens")
-    alternate, args = int(args[at + 1]), args[:at] + args[at + 2:]
+options = {"--alternate-score-tokens": 0, "--kernels": -1}
+for option in options:
+    if option in args:
+        at = args.index(option)
+        options[option], args = int(args[at + 1]), args[:at] + args[at + 2:]
+alternate, kernels_at = options.values()
 seconds, state = {}, {"iteration": 1}
+
+
+def kernels(name, fn):
+    """fn under torch.profiler at iteration `kernels_at`: its table, sorted by GPU time, into OUT.NAME.txt."""
+    def wrapper(*a, **k):
+        if state["iteration"] != kernels_at:
+            return fn(*a, **k)
+        start = time.perf_counter()
+        gpu = torch.cuda.is_available()
+        with profile(activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]) as profiler:
+            result = fn(*a, **k)
+            if gpu:
+                torch.cuda.synchronize()
+        table = profiler.key_averages().table(sort_by="self_cuda_time_total" if gpu else "self_cpu_time_total",
+                                              row_limit=40, max_name_column_width=70)
+        with open(f"{os.path.splitext(out_path)[0]}.{name}.txt", "w") as f:
+            f.write(f"{name}, iteration {kernels_at}: {time.perf_counter() - start:.3f} s of wall time under the "
+                    f"profiler (which slows the host)\n{table}\n")
+        return result
+    return wrapper
 
 
 def timed(name, fn):
@@ -60,11 +86,13 @@ def alternated(name, fn):
 
 for name in ("feed", "decode", "compact", "remember", "place"):
     setattr(fast.decoder.StaticDecoder, name, timed(name, getattr(fast.decoder.StaticDecoder, name)))
-ragen_mini.measure_thought_mi = alternated("mi", ragen_mini.measure_thought_mi)
-ragen_mini.old_logprobs_and_values = alternated("score", ragen_mini.old_logprobs_and_values)
+ragen_mini.measure_thought_mi = kernels("mi", alternated("mi", ragen_mini.measure_thought_mi))
+ragen_mini.old_logprobs_and_values = kernels("score", alternated("score", ragen_mini.old_logprobs_and_values))
 for name in ("update", "token_logprobs", "token_values", "clipped_step", "collate", "compute_advantages",
              "copy_weights", "play_episodes"):
     setattr(ragen_mini, name, timed("logp" if name == "token_logprobs" else name, getattr(ragen_mini, name)))
+for name in ("update", "play_episodes"):
+    setattr(ragen_mini, name, kernels(name, getattr(ragen_mini, name)))
 end_of_iteration = launch.end_of_iteration
 
 
