@@ -10,15 +10,18 @@ How it grades (course/README.md says why, and what it cannot stop):
   course/make_student_copy.py) and copies in only the exercised files (MODULES) from the submission
   (DIR, or this repository's own solution without --submission). Nothing else a student wrote is ever on
   the path: no sitecustomize.py, conftest.py, pytest.ini or plugin of theirs.
-- The student's code runs only in child processes (course/grading_plugin.py), started with `python -I -B`,
-  a pytest.ini the grader writes, no conftest, no plugin but the grader's own and no PYTEST_* variables.
-  Each child reports over a pipe, test by test; this process alone scores and writes the reports.
+- The student's code runs only in child processes (course/grading_plugin.py), forked from a server that runs
+  no student code and that this process starts with `python -I -B`; a child runs pytest with a pytest.ini the
+  grader writes, no conftest, no plugin but the grader's own and no PYTEST_* variables. The server imports torch
+  and the other heavy modules once, so that a child starts with them rather than spending seconds on them. Each
+  child reports over a pipe, test by test; this process alone scores and writes the reports.
 - First a child imports the exercised modules one by one, with a time limit: a module that fails or hangs
   costs the exercises that need it once, with one message, and is refused at once in the later children.
 - Then each exercise's visible tests run in a child of their own, and only after every one has ended (and
   whatever they left running is killed) the hidden tests, which the grader read before starting any child.
   A test that runs past --timeout is failed, its process killed, and the exercise's remaining tests go on in
-  a fresh one.
+  a fresh one. The hidden tests' children come from a server of their own, started after the visible tests'
+  server and everything else was killed.
 - results.json, which students see, names no hidden test and quotes no message of one, and no visible
   message that quotes the hidden files; --teacher-json writes the full report, and stdout prints it (the
   report tells Gradescope to hide stdout from students).
@@ -38,6 +41,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +66,7 @@ MESSAGE_CHARS = 1500  # of a failure's message: the assertion and its values, no
 HEADLINE_CHARS = 200  # of the summary line's message
 REPORT_BYTES = 4_000_000  # what one child may send; more is a flood, and the child is stopped
 OUTPUT_CHARS = 4000  # of a child's own stdout and stderr, kept for a message when no test ran
+SERVER_SECONDS = 10  # the server tells a child's pid and exit code at once; not within this, it has ended or stopped
 SECRET_CHARS = 16  # a line of a hidden file this long, found in a visible message, withholds that message
 WITHHELD = "(the grader withheld this message: it quotes the hidden tests)"
 VISIBILITY = {"visible": "visible", "hidden": "after_published"}  # Gradescope shows hidden rows once published
@@ -172,34 +177,101 @@ def check_user(place, teacher):
     return None
 
 
-def kill_group(process):
-    """Kill the child and every process of its group (it leads one: start_new_session)."""
+class Server:
+    """grading_plugin.py's server, which forks the children: a process of place.user, started with `python -I -B`
+    in the tree, without PYTEST_* variables, which imports torch and the other heavy modules once and runs no
+    student code. One server serves one stage of the grading (`with Server(place, modules) as server:`, modules:
+    the exercised modules whose exercises it grades, for what it imports), and is killed at its end."""
+
+    def __init__(self, place, modules):
+        self.place = place
+        self.control, theirs = socket.socketpair()
+        self.output = tempfile.TemporaryFile(dir=place.workdir)  # the server's own: why it ended, if it did
+        with theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-B", os.path.join(place.tree, PLUGIN), str(theirs.fileno()), *sorted(modules)],
+                cwd=place.tree, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+                pass_fds=[theirs.fileno()], start_new_session=True, **as_user(place))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *error):
+        kill_group(self.process.pid)
+        self.process.wait()
+        self.control.close()
+        self.output.close()
+
+    def fork(self, job, report, output):
+        """Have the server fork a child on the job (a dict, written to the child's stdin), with `report` the write
+        end of its report pipe and `output` (a file) its stdout and stderr. -> the Child."""
+        job_read, job_write = os.pipe()
+        status_read, status_write = os.pipe()
+        try:
+            socket.send_fds(self.control, [b"f"], [job_read, report, output.fileno(), status_write])
+        except OSError:  # the server has ended (the student's code can kill it): the child's output says so
+            self.output.seek(0)
+            output.write(f"the server that starts the test processes has ended (exit code {self.process.poll()}):\n"
+                         .encode() + self.output.read())
+        finally:
+            os.close(job_read)
+            os.close(status_write)
+        try:
+            os.write(job_write, (json.dumps(job) + "\n").encode())
+        except BrokenPipeError:  # it ended before reading the job; its output says why
+            pass
+        finally:
+            os.close(job_write)
+        return Child(status_read)
+
+
+class Child:
+    """A child the server forked, as the server tells of it on the status pipe: its pid at once and, once it has
+    ended, its exit code (returncode, as Popen's: -N for signal N), then the pipe's end (ended). A server that has
+    ended or stopped tells no more: the pid or the exit code stays None."""
+
+    def __init__(self, status):
+        self.status, self.told, self.ended = status, b"", False
+        self.pid = self.returncode = None
+
+    def read(self, wait, enough):
+        """Read what the server tells until enough() or the pipe's end, waiting up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while not (enough() or self.ended) and select.select([self.status], [], [],
+                                                              max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(self.status, 64)
+            self.ended, self.told = not chunk, self.told + chunk
+            lines = self.told.split(b"\n")[:-1]
+            if lines:
+                self.pid = int(lines[0])
+            if len(lines) > 1:
+                self.returncode = int(lines[1])
+
+    def poll(self, wait=0.0):
+        """The exit code, or None while the child runs; waits up to `wait` seconds for it."""
+        self.read(wait, lambda: self.returncode is not None)
+        return self.returncode
+
+
+def kill_group(pid):
+    """Kill the process and every process of its group (it leads one: start_new_session, or setsid in a child)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
 
 
-def run_child(job, place, first_wait, next_wait):
-    """Run one child on the job, in place.tree and as place.user (None: this process's user), and follow its
-    events. -> (events, ending, exit code, its output's end).
+def run_child(job, server, first_wait, next_wait):
+    """Have the server fork one child on the job, and follow its events. -> (events, ending, exit code, its output's
+    end).
 
     The child has `first_wait` seconds until its first event and `next_wait` from each event to the next, and is
     killed when they run out (ending "timeout"), or when it sends more than REPORT_BYTES ("flood"); else the
     ending is "exited". Lines that are not JSON objects with an "event" are dropped."""
     read_end, write_end = os.pipe()
-    job = dict(job, root=place.tree, report_fd=write_end)
-    with tempfile.TemporaryFile(dir=place.workdir) as output:
-        process = subprocess.Popen([sys.executable, "-I", "-B", os.path.join(place.tree, PLUGIN)], cwd=place.tree,
-                                   stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT,
-                                   pass_fds=[write_end], start_new_session=True, **as_user(place))
+    with tempfile.TemporaryFile(dir=server.place.workdir) as output:
+        child = server.fork(dict(job, root=server.place.tree), write_end, output)
         os.close(write_end)  # the child's copy stays open; when its last holder exits, the pipe reads empty
-        try:
-            process.stdin.write((json.dumps(job) + "\n").encode())
-            process.stdin.close()
-        except BrokenPipeError:  # it ended before reading the job; its output says why
-            pass
         events, pending, received = [], b"", 0
         deadline, ending = time.monotonic() + first_wait, None
         while ending is None:
@@ -209,7 +281,7 @@ def run_child(job, place, first_wait, next_wait):
                 break
             # Short waits: a process the child started may hold the pipe open after the child has exited.
             if not select.select([read_end], [], [], min(wait, 0.2))[0]:
-                if process.poll() is not None and not select.select([read_end], [], [], 0)[0]:
+                if child.poll() is not None and not select.select([read_end], [], [], 0)[0]:
                     ending = "exited"
                 continue
             chunk = os.read(read_end, 65536)
@@ -228,15 +300,18 @@ def run_child(job, place, first_wait, next_wait):
                     deadline = time.monotonic() + next_wait
         os.close(read_end)
         if ending == "exited":  # give it a moment to exit by itself, so that its exit code is its own
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        kill_group(process)
+            child.poll(wait=5)
+        # Its pid: the server tells it at once, but may still have been importing for the first children, and a
+        # flood left the loop above no pause to read it
+        child.read(SERVER_SECONDS, lambda: child.pid is not None)
+        if child.pid is not None:
+            kill_group(child.pid)
+        child.poll(wait=SERVER_SECONDS)  # the server reaps it at once, and tells its exit code
+        os.close(child.status)
         output.seek(0, os.SEEK_END)
         output.seek(max(0, output.tell() - OUTPUT_CHARS))
         tail = output.read().decode(errors="replace")
-    return events, ending, process.returncode, tail
+    return events, ending, child.returncode, tail
 
 
 def last_lines(text, tree, n=ERROR_LINES):
@@ -244,16 +319,16 @@ def last_lines(text, tree, n=ERROR_LINES):
     return "\n".join(text.replace(os.path.join(tree, ""), "").strip().splitlines()[-n:])
 
 
-def check_imports(modules, place, import_timeout):
+def check_imports(modules, server, import_timeout):
     """Import the modules in MODULES' order in a child. -> ({module: None if it imports, else (why not, in one
     line)}, {module: why} of those that hung or ended the process, which the test processes must not import).
 
     A module whose import hangs or ends the process is blocked, and a fresh child goes on with the modules
     after it; a module that imports a blocked one fails at once, naming it. So a hang costs its time limit once."""
-    tree, status, blocked = place.tree, {}, {}
+    tree, status, blocked = server.place.tree, {}, {}
     todo = [m for m in MODULES if m in modules]
     while todo:
-        events, ending, code, output = run_child({"mode": "probe", "modules": todo, "blocked": blocked}, place,
+        events, ending, code, output = run_child({"mode": "probe", "modules": todo, "blocked": blocked}, server,
                                                  import_timeout, import_timeout)
         current = None
         for event in events:
@@ -280,18 +355,18 @@ def check_imports(modules, place, import_timeout):
     return status, blocked
 
 
-def run_part(tests, place, blocked, timeout, import_timeout):
+def run_part(tests, server, blocked, timeout, import_timeout):
     """Run one part (an exercise's visible or its hidden tests) in children. tests: [(file, name)], file relative
     to the tree; blocked: {module: why} of the modules the children must not import.
     -> ({(file, name): (passed, message, headline)}, None), or ({}, why no test could run).
 
     A test that runs past `timeout`, or during which the child ended, fails, and the tests after it run in a
     fresh child; what a child that finished (or made no progress) left without a result failed too."""
-    tree, done = place.tree, {}
+    tree, done = server.place.tree, {}
     while todo := [key for key in tests if key not in done]:
         job = {"mode": "tests", "tests": [f"{file}::{name}" for file, name in todo], "blocked": blocked,
-               "ini": os.path.join(place.workdir, "pytest.ini")}
-        events, ending, code, output = run_child(job, place, import_timeout, timeout)
+               "ini": os.path.join(server.place.workdir, "pytest.ini")}
+        events, ending, code, output = run_child(job, server, import_timeout, timeout)
         errors = [e for e in events if e["event"] == "collect_error"]
         if errors and not done:
             return {}, "\n\n".join(f"could not import {e.get('file')}:\n{last_lines(str(e.get('message')), tree)}"
@@ -348,21 +423,12 @@ def row(exercise, part, name, share, passed, message="", headline=""):
             "headline": headline if len(headline) <= HEADLINE_CHARS else headline[:HEADLINE_CHARS] + " ..."}
 
 
-def grade(exercises, place, hidden, missing, timeout, import_timeout, jobs):
-    """{exercise: rows} and {module: None or why it cannot be imported}. hidden: {exercise: {file name: source}},
-    read before any child started, or None for the visible tests only. missing: {module: (why, headline)} from
-    build_tree. Each row: exercise, part ("visible", "hidden", or None for a row of the whole exercise), name,
-    score, max_score, passed, output (the message) and headline (its summary line)."""
-    tree = place.tree
-    visible = {x: read_tests(os.path.join(tree, "course", "tests"), x) for x in exercises}
-    parts = {x: [("visible", f"course/tests/{f}", s) for f, s in visible[x].items()] +
-             [("hidden", f"course/hidden/{f}", s) for f, s in (hidden or {}).get(x, {}).items()] for x in exercises}
-    needed = {EXERCISES[x][0] for x in exercises}
-    imported, blocked = check_imports(needed - set(missing), place, import_timeout)
-    modules = {**missing, **imported}
-    stop_leftovers()  # what the student's modules started at import time
-    graded, weights = {}, {}  # weights: {exercise: [(part, file, test, weight)]} of the exercises that run
-    for exercise in exercises:  # the exercises that cannot run get their one row now
+def sort_out(exercises, parts, modules):
+    """({exercise: its one row} of the exercises that cannot run, {exercise: [(part, file, test, weight)]} of those
+    that run). parts: {exercise: [(part, file, source)]}; modules: {module: None or (why, headline) it cannot be
+    imported}."""
+    graded, weights = {}, {}
+    for exercise in exercises:
         module, _, points = EXERCISES[exercise]
         try:
             tests, unreadable = [(part, file, name, weight) for part, file, source in parts[exercise]
@@ -378,20 +444,45 @@ def grade(exercises, place, hidden, missing, timeout, import_timeout, jobs):
             graded[exercise] = [row(exercise, None, "no tests", points, False, why, why)]
         else:
             weights[exercise] = tests
-    results = {}
+    return graded, weights
 
-    def one(task):
-        exercise, part = task
-        keys = [(file, name) for p, file, name, _ in weights[exercise] if p == part]
-        return task, run_part(keys, place, blocked, timeout, import_timeout)
 
-    for part in ("visible", "hidden"):
-        if part == "hidden" and hidden:
-            write_hidden(tree, hidden)
-        tasks = [(x, part) for x in weights if any(p == part for p, *_ in weights[x])]
+def grade(exercises, place, hidden, missing, timeout, import_timeout, jobs):
+    """{exercise: rows} and {module: None or why it cannot be imported}. hidden: {exercise: {file name: source}},
+    read before any child started, or None for the visible tests only. missing: {module: (why, headline)} from
+    build_tree. Each row: exercise, part ("visible", "hidden", or None for a row of the whole exercise), name,
+    score, max_score, passed, output (the message) and headline (its summary line)."""
+    tree = place.tree
+    visible = {x: read_tests(os.path.join(tree, "course", "tests"), x) for x in exercises}
+    parts = {x: [("visible", f"course/tests/{f}", s) for f, s in visible[x].items()] +
+             [("hidden", f"course/hidden/{f}", s) for f, s in (hidden or {}).get(x, {}).items()] for x in exercises}
+    needed = {EXERCISES[x][0] for x in exercises} - set(missing)  # the exercised modules there are to import
+
+    def having(part):
+        """The exercises that run, and have tests in that part."""
+        return [x for x, tests in weights.items() if any(p == part for p, *_ in tests)]
+
+    def run_tests(part, server):
+        """{(exercise, part): run_part's result} of each exercise having tests in that part, `jobs` at once."""
+        def one(exercise):
+            keys = [(file, name) for p, file, name, _ in weights[exercise] if p == part]
+            return (exercise, part), run_part(keys, server, blocked, timeout, import_timeout)
+
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each part is a process of its own
-            results.update(pool.map(one, tasks))
-        stop_leftovers()  # nothing a visible child started is still running when the hidden tests arrive
+            return dict(pool.map(one, having(part)))
+
+    with Server(place, needed) as server:  # the import check's children, then the visible tests'
+        imported, blocked = check_imports(needed, server, import_timeout)
+        modules = {**missing, **imported}
+        stop_leftovers(keep=server.process.pid)  # what the student's modules started at import time
+        graded, weights = sort_out(exercises, parts, modules)
+        results = run_tests("visible", server)
+    stop_leftovers()  # nothing a visible child started, nor their server, is running when the hidden tests arrive
+    if having("hidden"):
+        write_hidden(tree, hidden)
+        with Server(place, {EXERCISES[x][0] for x in having("hidden")}) as server:
+            results.update(run_tests("hidden", server))
+        stop_leftovers()
     remove_hidden(tree)
     for exercise, tests in weights.items():
         points, total = EXERCISES[exercise][2], sum(w for *_, w in tests)
@@ -454,12 +545,13 @@ def orphans():
     return found
 
 
-def stop_leftovers():
+def stop_leftovers(keep=None):
     """Kill every process the children left running (a detached one rewriting results.json later, say), until
-    none is left: each one killed hands its own children to this process."""
+    none is left: each one killed hands its own children to this process. keep: the pid of one to spare (the
+    server, whose children run the tests next)."""
     if LIBC is None:
         return
-    while left := orphans():
+    while left := [pid for pid in orphans() if pid != keep]:
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)

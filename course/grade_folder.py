@@ -93,7 +93,8 @@ def reason(code, stderr, log):
 def kill(process):
     """End grade.py and what it started: its process group, then whatever is left (this script is their
     subreaper: grade.py's test processes lead groups of their own)."""
-    grade.kill_group(process)
+    grade.kill_group(process.pid)
+    process.wait()
     grade.stop_leftovers()
 
 

@@ -1,12 +1,17 @@
-"""The grader's child process: the one place where a student's code runs while grading. course/grade.py starts
-one to check that the exercised modules import, then one for each exercise's visible tests and one for its hidden
-tests:
+"""The grader's child processes: the only places where a student's code runs while grading. course/grade.py starts
+this file as a server, a process of its own,
 
-    python -I -B course/grading_plugin.py        (grade.py writes the job, one JSON line, to its stdin)
+    python -I -B course/grading_plugin.py FD MODULE...        (FD: its end of a Unix socket to grade.py)
 
-It tells grade.py what happens over a pipe that grade.py opened for it (the job's `report_fd`), one JSON line per
-event, sent at once: grade.py times each test by these events and kills this process when one runs too long, and
-it alone turns the events into points and writes the reports.
+which imports the third-party modules that the exercised MODULEs and their tests need (PRELOAD: torch and
+transformers take seconds), never a module of the graded tree, and then forks a fresh child for each job grade.py
+sends: first one child checks that the exercised modules import, then one child runs each exercise's visible tests,
+and later one its hidden tests. A fork starts with those imports done, where a new interpreter would spend seconds
+on them again.
+
+A child reads its job, one JSON line, from its stdin, and tells grade.py what happens over a pipe that grade.py
+opened for it, one JSON line per event, sent at once: grade.py times each test by these events and kills the
+child when one runs too long, and it alone turns the events into points and writes the reports.
 
 A test passes when the grader's own wrapper around the test function saw it return; an exception out of it
 (an assertion, a stub's NotImplementedError, pytest.skip) fails it, with the exception's message. pytest's reports,
@@ -22,13 +27,25 @@ Events:
     {"event": "failed", "test": nodeid, "message": text, "headline": one line}
     {"event": "finished", "code": pytest's exit code}
 """
+import ctypes
 import functools
 import importlib
 import json
 import os
+import select
+import socket
 import sys
 import traceback
 
+# What the server imports before it forks any child, for the exercises of each exercised module it serves: the
+# third-party modules that the module and its exercises' tests import, {module: its attributes to load}
+# (transformers loads a class on first use). torch takes a second to import, transformers' model classes two more.
+TESTS = {"pytest": ()}
+TORCH = {**TESTS, "numpy": (), "torch": ()}
+MODELS = {**TORCH, "transformers": ("AutoModelForCausalLM", "AutoTokenizer")}
+PRELOAD = {"envs": TESTS, "starpo": TORCH, "rollout": MODELS, "ragen_mini": MODELS}
+REAP_SECONDS = 0.05  # how often the server looks for children that have ended
+PR_SET_DUMPABLE = 4  # prctl's option (Linux)
 # The first lines pytest writes under an assertion's own message start with this (its explanation of the values)
 EXPLANATION = "assert "
 
@@ -148,11 +165,77 @@ def probe(modules, send):
             send(event="imported", module=module)
 
 
+def dumpable(flag):
+    """On Linux, make this process dumpable or not: a process that is not cannot be traced, nor its memory read or
+    written through /proc, by a process of its user without CAP_SYS_PTRACE."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0)
+
+
+def tell(status, number):
+    """Write a number, one line, to a child's status pipe (grade.py may have stopped reading it)."""
+    try:
+        os.write(status, f"{number}\n".encode())
+    except OSError:
+        pass
+
+
+def serve(control, modules):
+    """The server: import what the exercises of the exercised modules need (PRELOAD), then fork a child for each
+    request grade.py sends over the socket `control`: one byte, with four file descriptors: the child's stdin (its
+    job), its report pipe, its stdout and stderr (a file), and a status pipe on which the server writes the child's
+    pid and, once it has ended, its exit code. Returns only in a child, with its report pipe; the server itself ends
+    when grade.py closes the socket.
+
+    The server runs no student code, and a child cannot reach it: the child closes the server's descriptors (the
+    socket, the other children's status pipes) before anything else runs in it, and the server is undumpable."""
+    dumpable(False)
+    preload = {name: attributes for module in modules for name, attributes in PRELOAD[module].items()}
+    for name, attributes in preload.items():
+        try:
+            module = importlib.import_module(name)
+            for attribute in attributes:
+                getattr(module, attribute)
+        except Exception:  # not installed, or broken: a child that needs it imports it itself, and says why
+            pass
+    statuses = {}  # pid -> the status pipe of a child that has not ended yet
+    while True:
+        if select.select([control], [], [], REAP_SECONDS)[0]:
+            request, fds, _, _ = socket.recv_fds(control, 1, 4)
+            if not request:  # grade.py is done
+                sys.exit()
+            job, report, output, status = fds
+            sys.stdout.flush()  # what the server printed is not for the child to print again
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the child
+                control.close()
+                for fd in (status, *statuses.values()):
+                    os.close(fd)
+                dumpable(True)  # the child is as a process started afresh would be
+                os.setsid()  # it leads a process group, which grade.py kills when it is done with it
+                for target, fd in ((0, job), (1, output), (2, output)):
+                    os.dup2(fd, target)
+                os.close(job)
+                os.close(output)
+                return report
+            for fd in (job, report, output):
+                os.close(fd)
+            tell(status, pid)
+            statuses[pid] = status
+        for pid in list(statuses):  # tell grade.py of each child that has ended
+            ended, wait_status = os.waitpid(pid, os.WNOHANG)
+            if ended:
+                status = statuses.pop(pid)
+                tell(status, os.waitstatus_to_exitcode(wait_status))
+                os.close(status)
+
+
 def main():
-    """Read the job from stdin and do it: {"mode": "probe" | "tests", "root": the graded tree, "report_fd": int,
-    "blocked": {module: reason}, "modules": [...] (probe), "tests": [nodeid, ...] and "ini": path (tests)}."""
+    """Serve, and in each child read the job from stdin and do it: {"mode": "probe" | "tests", "root": the graded
+    tree, "blocked": {module: reason}, "modules": [...] (probe), "tests": [nodeid, ...] and "ini": path (tests)}."""
+    report = os.fdopen(serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2:]), "w")
     job = json.loads(sys.stdin.readline())
-    report = os.fdopen(job["report_fd"], "w")
 
     def send(**event):
         report.write(json.dumps(event) + "\n")
@@ -169,6 +252,9 @@ def main():
         code = pytest.main(["-q", "-c", job["ini"], "--rootdir", job["root"], "--noconftest", "-p", "no:cacheprovider",
                             *job["tests"]], plugins=[Reporter(send)])
         send(event="finished", code=int(code))  # what ran has reported; what has not reported did not run
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # at once: all is reported, and Python's own exit would spend a second taking torch apart
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import launch  # noqa: E402
 import plots  # noqa: E402
 import ragen_mini  # noqa: E402
 import tiny  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 
 TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
 SMALL = ["train.device=cpu", "rollout.groups=2", "rollout.group_size=4", "rollout.max_new_tokens=8",
@@ -273,10 +274,13 @@ def test_config_path_that_is_not_a_file(no_model, tmp_path, capsys, name):
 @pytest.mark.slow
 def test_messages_reach_the_shell_without_a_traceback(tmp_path):
     """The real command line: the exit code is 1 and stderr holds the message alone."""
-    for override, named in [("algo.clip_low=[0.1", "algo.clip_low"), ("eval.seed_offset=0", "eval.seed_offset")]:
-        done = subprocess.run([sys.executable, "ragen_mini.py", "--config", TINY_YAML, override], cwd=ROOT,
+    named = {"algo.clip_low=[0.1": "algo.clip_low", "eval.seed_offset=0": "eval.seed_offset"}  # override -> key
+
+    def run(override):
+        return subprocess.run([sys.executable, "ragen_mini.py", "--config", TINY_YAML, override], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
-        assert done.returncode == 1 and "Traceback" not in done.stderr and named in done.stderr
+    for key, done in zip(named.values(), two_at_once(run, list(named))):
+        assert done.returncode == 1 and "Traceback" not in done.stderr and key in done.stderr
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 everything else is copied unchanged and runs; the solution earns every point and the stubs none; no shipped file
 holds an implementation of an exercise; the stored fixtures are what their references make; the grader survives a
 student's syntax error, infinite loop or missing hidden tests; and every planted bug loses points."""
-import concurrent.futures
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "course"))
 import adapters  # noqa: E402
 from fingerprints import implementations  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 from make_student_copy import BEGIN, END, LEFT_OUT, exercises, stub_regions, tracked_files  # noqa: E402
 
 EXERCISES = {"ex1-sokoban": "sokoban_move", "ex2-parser": "parse_answer", "ex3-token-rewards": "token_level_rewards",
@@ -144,6 +144,11 @@ def test_the_student_copy_holds_no_solution_line_nor_hidden_test(student_copy):
     assert not (student_copy / "tests" / "test_course.py").exists()
 
 
+# The environment of a process that shares the machine's two cores with another (two_at_once) for work that is
+# mostly one-core Python: one thread, since two processes of two threads on two cores wait on each other.
+ONE_THREAD = dict(os.environ, OMP_NUM_THREADS="1")
+
+
 @instructor_only
 @pytest.mark.slow
 def test_the_student_copy_with_every_exercise_done_passes_its_unit_tests(tmp_path):
@@ -155,19 +160,17 @@ def test_the_student_copy_with_every_exercise_done_passes_its_unit_tests(tmp_pat
     for module in MODULES:
         shutil.copy(ROOT / f"{module}.py", copy / f"{module}.py")
     # `pytest tests` as two processes at once, each told to leave out the other's half of the test files, so that
-    # every file it collects runs in one of them: the unit tests are mostly one-core Python, and a second core
-    # runs the other half. One thread each: two processes of two threads on two cores wait on each other.
-    files = sorted((copy / "tests").glob("test_*.py"), key=lambda path: -path.stat().st_size)
-    halves = (files[0::2], files[1::2])  # the largest files, the longest to run, alternate between them
-    one_thread = dict(os.environ, OMP_NUM_THREADS="1")
+    # every file it collects runs in one of them. The largest files, the longest to run, are shared out first, each
+    # to the half with fewer bytes so far.
+    halves = ([], [])
+    for path in sorted((copy / "tests").glob("test_*.py"), key=lambda path: -path.stat().st_size):
+        min(halves, key=lambda half: sum(p.stat().st_size for p in half)).append(path)
 
     def run(left_out):
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow",
                                "tests", *[f"--ignore={path.relative_to(copy)}" for path in left_out]],
-                              cwd=copy, env=one_thread, capture_output=True, text=True, timeout=900)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(run, halves))
-    for done in runs:
+                              cwd=copy, env=ONE_THREAD, capture_output=True, text=True, timeout=900)
+    for done in two_at_once(run, halves):
         assert done.returncode == 0, done.stdout[-3000:]
         assert " passed" in done.stdout.splitlines()[-1]
 
@@ -274,7 +277,8 @@ def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy)
     """course/grade.py: the solution passes every visible and hidden test of every exercise; in the student copy
     every test fails on the stubs, each named with its message. results.json is Gradescope's, with one row per
     visible test and one per exercise for its hidden tests; the teacher's report has a row per test."""
-    report, teacher, done = grade(ROOT, "--hidden")
+    (report, teacher, done), (stubs, _, stubs_done) = two_at_once(lambda where: grade(*where),
+                                                                  [(ROOT, "--hidden"), (student_copy,)])
     assert report is not None, done.stderr
     assert report["score"] == teacher["score"] == sum(points for *_, points in adapters.EXERCISES.values()), done.stdout
     for exercise in EXERCISES:
@@ -286,13 +290,13 @@ def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy)
     assert {r["visibility"] for r in report["tests"]} == {"visible", "after_published"}
     assert all(set(r) == {"name", "score", "max_score", "output", "visibility"} for r in report["tests"])
 
-    report, teacher, done = grade(student_copy)
-    assert report["score"] == 0 and len(report["tests"]) >= 4 * len(EXERCISES), done.stdout
-    for row in report["tests"]:
+    assert stubs["score"] == 0 and len(stubs["tests"]) >= 4 * len(EXERCISES), stubs_done.stdout
+    for row in stubs["tests"]:
         exercise = row["name"].split(" ")[0]
         assert row["score"] == 0 and row["max_score"] > 0 and row["visibility"] == "visible", row
         assert f"NotImplementedError: exercise {exercise}" in row["output"], row
-    assert "FAILED ex4-gae visible: test_the_worked_example: NotImplementedError: exercise ex4-gae" in done.stdout
+    assert ("FAILED ex4-gae visible: test_the_worked_example: NotImplementedError: exercise ex4-gae"
+            in stubs_done.stdout)
 
 
 def solution_with(where, module, old, new):
@@ -426,7 +430,7 @@ def mutated(exercise, patches):
     return [(name, "".join(pieces[name])) for name in MODULES if name in changed]
 
 
-# Grades every mutant in one process (torch is imported once): each mutant's module replaces the real one in
+# Grades mutants in one process (torch is imported once): each mutant's module replaces the real one in
 # sys.modules, the test modules are imported afresh, and grade.py's plugin and its reading of the events score
 # each part (the visible and the hidden tests) by the tests' weights.
 MUTANT_GRADER = """
@@ -469,11 +473,15 @@ json.dump(results, open(out, "w"))
 @pytest.mark.slow
 def test_every_planted_bug_loses_points_in_the_visible_and_in_the_hidden_tests(tmp_path):
     todo = [(name, exercise, mutated(exercise, patches)) for name, (exercise, patches) in MUTANTS.items()]
-    (tmp_path / "todo.json").write_text(json.dumps(todo))
-    done = subprocess.run([sys.executable, "-c", MUTANT_GRADER, str(ROOT), str(tmp_path / "todo.json"),
-                           str(tmp_path / "out.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((tmp_path / "out.json").read_text())
+
+    def grade_mutants(half):  # every other mutant, in a process of its own
+        (tmp_path / f"todo{half}.json").write_text(json.dumps(todo[half::2]))
+        done = subprocess.run([sys.executable, "-c", MUTANT_GRADER, str(ROOT), str(tmp_path / f"todo{half}.json"),
+                               str(tmp_path / f"out{half}.json")], cwd=ROOT, env=ONE_THREAD, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((tmp_path / f"out{half}.json").read_text())
+    results = {name: parts for graded in two_at_once(grade_mutants, (0, 1)) for name, parts in graded.items()}
     assert set(results) == set(MUTANTS)
     kept = {name: parts for name, parts in results.items()
             if any(score >= maximum or maximum == 0 for score, maximum in parts.values())}

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "course"))
 from adapters import EXERCISES  # noqa: E402
 from grade import MODULES  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 
 instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
                                      reason="the instructor's repository only (no course/hidden/ here)")
@@ -216,20 +217,24 @@ def test_the_gradescope_archive_has_gradescope_layout_and_no_solution(autograder
 @pytest.mark.slow
 def test_run_autograder_gives_the_solution_every_point_and_the_student_copy_none(autograder, tmp_path):
     root, _ = autograder
-    results, done = run_autograder(root, [ROOT / f"{module}.py" for module in MODULES])
+    copy = tmp_path / "student"
+    subprocess.run([sys.executable, "course/make_student_copy.py", str(copy)], cwd=ROOT, check=True,
+                   capture_output=True, text=True, timeout=120)
+    # the solution and the student copy graded at once, each by an autograder of its own (it keeps the submission
+    # and the results in its folder)
+    shutil.copytree(root, tmp_path / "autograder")
+    (results, done), (stubs, stubs_done) = two_at_once(
+        lambda job: run_autograder(*job), [(root, [ROOT / f"{module}.py" for module in MODULES]),
+                                           (tmp_path / "autograder", [copy / f"{module}.py" for module in MODULES])])
     assert results is not None, done.stderr
     most = sum(points for *_, points in EXERCISES.values())
     assert results["score"] == most == 130, done.stdout
     assert results["stdout_visibility"] == "hidden" and sum(t["max_score"] for t in results["tests"]) == 130
     assert "total 130.00 / 130" in done.stdout
 
-    copy = tmp_path / "student"
-    subprocess.run([sys.executable, "course/make_student_copy.py", str(copy)], cwd=ROOT, check=True,
-                   capture_output=True, text=True, timeout=120)
-    results, done = run_autograder(root, [copy / f"{module}.py" for module in MODULES])
-    assert results is not None, done.stderr
-    assert results["score"] == 0 and sum(t["max_score"] for t in results["tests"]) == 130, done.stdout
-    assert all(t["score"] == 0 for t in results["tests"])
+    assert stubs is not None, stubs_done.stderr
+    assert stubs["score"] == 0 and sum(t["max_score"] for t in stubs["tests"]) == 130, stubs_done.stdout
+    assert all(t["score"] == 0 for t in stubs["tests"])
 
     # When grade.py cannot grade (here the release lost the git index it lists its files with), results.json
     # still comes, with 0 points and grade.py's one-line reason.

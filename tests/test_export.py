@@ -1,6 +1,7 @@
 """export.py: the RAGEN command of a ragen-mini config (docs/paper.md §10). The facts it is held to come
 from outside the code: RAGEN's key tree as stored from its repository, a command written out by hand for
 one preset, and the docs table."""
+import copy
 import glob
 import os
 import re
@@ -24,6 +25,21 @@ EXTRA = [["algo.estimator=grpo", "algo.kl_coef=0.001", "algo.grpo_kl=k1"], ["alg
          ["eval.every=0", "checkpoint.every=0", "algo.dual_clip=3.0", "algo.filter_largest=false"],
          ["algo.ppo_epochs=4", "run_dir=runs/a", "eval.k=4", "rollout.think=false"],
          ["algo.loss_agg=micro-batch-mean", "algo.micro_batch_size=8", "algo.micro_batch_tokens=0"]]
+
+
+@pytest.fixture(scope="module")
+def schema_and_tree():
+    return config.read_schema(), export.key_tree()
+
+
+@pytest.fixture(autouse=True)
+def schema_and_tree_read_once(schema_and_tree, monkeypatch):
+    """config.read_schema and export.key_tree, which read config.yaml and the stored key tree, read once for all of
+    this module's hundreds of configs and exports (parsing the two files again for each took most of their
+    seconds). Each call gets a copy of its own, as from a fresh read."""
+    schema, tree = schema_and_tree
+    monkeypatch.setattr(config, "read_schema", lambda: copy.deepcopy(schema))
+    monkeypatch.setattr(export, "key_tree", lambda: copy.deepcopy(tree))
 
 
 def stored_tree():

@@ -84,16 +84,25 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     report.outcome, report.longrepr = "passed", None
 '''
-# A course/grading_plugin.py of the student's: it speaks the grader's protocol and says every test passed.
-FAKE_GRADING_PLUGIN = '''import json, os, sys
-job = json.loads(sys.stdin.readline())
-out = os.fdopen(job["report_fd"], "w")
-for module in job.get("modules", []):
-    out.write(json.dumps({"event": "imported", "module": module}) + "\\n")
-for test in job.get("tests", []):
-    out.write(json.dumps({"event": "started", "test": test}) + "\\n")
-    out.write(json.dumps({"event": "passed", "test": test}) + "\\n")
-out.write(json.dumps({"event": "finished", "code": 0}) + "\\n")
+# A course/grading_plugin.py of the student's: it speaks the grader's protocol (a server that forks a child for each
+# job grade.py sends) and says every test passed.
+FAKE_GRADING_PLUGIN = '''import json, os, socket, sys
+control = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    _, (job, report, output, status), _, _ = socket.recv_fds(control, 1, 4)
+    if os.fork() == 0:
+        job = json.loads(os.fdopen(job).readline())
+        out = os.fdopen(report, "w")
+        for module in job.get("modules", []):
+            out.write(json.dumps({"event": "imported", "module": module}) + "\\n")
+        for test in job.get("tests", []):
+            out.write(json.dumps({"event": "started", "test": test}) + "\\n")
+            out.write(json.dumps({"event": "passed", "test": test}) + "\\n")
+        out.write(json.dumps({"event": "finished", "code": 0}) + "\\n")
+        out.close()
+        os._exit(0)
+    for fd in (job, report, output, status):
+        os.close(fd)
 '''
 STRAY_FILES = {  # attack -> (files in the submission, how a control runs them: a PYTHONPATH for plain pytest)
     "sitecustomize.py and a plugin at the root": (
@@ -266,6 +275,45 @@ def test_a_detached_process_cannot_rewrite_the_results_after_the_grader(tmp_path
     assert json.loads(results.read_text())["score"] == 0
 
 
+def note_what_it_holds(marker):
+    """starpo.py code that, at import, appends to `marker` one line per process: what each of its open file
+    descriptors is (readlink of /proc/self/fd/N: "pipe:[inode]", "socket:[inode]", a path)."""
+    return f'''
+
+def _note_what_this_process_holds():
+    import os
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{{fd}}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    with open({str(marker)!r}, "a") as f:
+        f.write("\\t".join(held) + "\\n")
+
+
+_note_what_this_process_holds()
+'''
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc (Linux)")
+@pytest.mark.slow
+def test_a_test_process_holds_nothing_of_the_graders_but_its_own_pipes(tmp_path):
+    """A child is forked from the server, which holds the socket grade.py asks for children on and the status pipe
+    of every child that runs. The child closes them before any student code runs: starpo.py, imported in the
+    import check and in two exercises' test processes running at once, finds no socket among its descriptors,
+    and no pipe but its job's and its report's."""
+    marker = tmp_path / "held"
+    folder = submission(tmp_path / "submission", edit={"starpo": lambda t: t + note_what_it_holds(marker)})
+    report, _, done, _ = run_grader(folder, "--only", "ex5-grpo", "ex8-filter", "--jobs", "2")
+    assert report is not None, done.stderr[-2000:]
+    processes = [line.split("\t") for line in marker.read_text().splitlines()]
+    assert len(processes) >= 3  # the import check and the two exercises' test processes
+    for held in processes:
+        assert not [target for target in held if target.startswith("socket:")], held
+        assert len({target for target in held if target.startswith("pipe:")}) <= 2, held
+
+
 def hidden_reader(where):
     """starpo.py code, `where` "at import" or "in a test", that reads every file of the instructor's course/hidden/
     (it knows where the grader lives) and of the graded tree's, prints it and raises it as an assertion."""
@@ -390,12 +438,14 @@ def test_the_user_option_refuses_a_user_that_would_not_be_isolated(user, message
 
 @ROOT_ONLY
 def test_children_run_as_the_given_user(tmp_path):
-    """The import check run through Place(user=...): the child gets the user's uid, name and a home of its own."""
+    """The import check run through Place(user=...): the server, and so the child, gets the user's uid, name and a
+    home of its own."""
     import pwd
     user = pwd.getpwuid(os.geteuid())
     place = grader.Place(str(ROOT), str(tmp_path), user)
     env = grader.as_user(place)
     assert env["user"] == user.pw_uid and env["extra_groups"] == [] and env["env"]["HOME"] == str(tmp_path / "home")
     assert not any(key.startswith("PYTEST_") for key in env["env"] if key != "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-    status, blocked = grader.check_imports({"envs"}, place, 60)
+    with grader.Server(place, {"envs"}) as server:
+        status, blocked = grader.check_imports({"envs"}, server, 60)
     assert status == {"envs": None} and blocked == {}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import two_at_once
 from test_grader_isolation import ROOT, grader, instructor_only, run_grader, submission
 
 PLUGIN_RUN = """
@@ -186,10 +187,9 @@ def test_the_handout_says_what_a_syntax_error_costs_and_the_grader_agrees(tmp_pa
     from make_student_copy import START_HERE
     zeroed = {"envs": "ex1, ex2, ex9, ex10, ex11, ex12", "starpo": "ex3, ex4, ex5, ex6, ex7, ex8, ex10, ex11, ex12",
               "rollout": "ex9, ex10, ex11, ex12", "ragen_mini": "ex10, ex11, ex12"}
-    for module, listed in zeroed.items():
+    folders = [submission(tmp_path / module, solved=grader.MODULES, edit={module: syntax_error}) for module in zeroed]
+    for (module, listed), (_, teacher, done, _) in zip(zeroed.items(), two_at_once(run_grader, folders)):
         assert f"| `{module}.py` | {listed}" in START_HERE
-        folder = submission(tmp_path / module, solved=grader.MODULES, edit={module: syntax_error})
-        _, teacher, done, _ = run_grader(folder)
         scores = {x: sum(r["score"] for r in teacher["tests"] if r["name"].startswith(x + " ") or
                          r["name"].startswith(x + ":")) for x in grader.EXERCISES}
         assert [x.split("-")[0] for x, score in scores.items() if score == 0] == listed.split(", "), done.stdout

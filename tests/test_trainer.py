@@ -899,8 +899,11 @@ def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
     assert (steps[0] - steps[1]).norm() / steps[1].norm() < 1e-4
 
 
-@pytest.mark.parametrize("corruption", ["nan_advantage", "inf_advantage", "nan_loss"])
-def test_non_finite_update_is_skipped_with_a_warning(tok_actor, monkeypatch, corruption):
+@pytest.fixture(scope="module")
+def frozenlake_update(tok_actor):
+    """(cfg, actor, critic, batch) of a FrozenLake rollout with GAE, built once for the corruptions below, each of
+    which takes a copy; and a clean update of them does move the weights (so that an unchanged actor there means
+    "skipped")."""
     tok, actor0 = tok_actor
     cfg = ns("env.name=frozenlake", "algo.filter_ratio=1.0", "algo.mini_batch_size=8", "algo.micro_batch_size=4",
              "algo.estimator=gae")
@@ -908,15 +911,18 @@ def test_non_finite_update_is_skipped_with_a_warning(tok_actor, monkeypatch, cor
     torch.manual_seed(0)
     critic = models.build_critic(cfg, actor, CPU)
     _, batch = real_batch(tok, actor, cfg, critic)
-    before = {k: v.clone() for k, v in actor.state_dict().items()}
-
-    # a clean update does move the weights (so an unchanged actor below means "skipped")
     clean = copy.deepcopy(actor)
     ragen_mini.update(copy.deepcopy(batch), clean, copy.deepcopy(critic),
                       torch.optim.AdamW(clean.parameters(), lr=1e-3), torch.optim.AdamW(critic.parameters(), lr=1e-3),
                       cfg, CPU, torch.Generator().manual_seed(0))
-    assert any(not torch.equal(before[k], v) for k, v in clean.state_dict().items())
+    assert any(not torch.equal(a, b) for a, b in zip(actor.state_dict().values(), clean.state_dict().values()))
+    return cfg, actor, critic, batch
 
+
+@pytest.mark.parametrize("corruption", ["nan_advantage", "inf_advantage", "nan_loss"])
+def test_non_finite_update_is_skipped_with_a_warning(frozenlake_update, monkeypatch, corruption):
+    cfg, actor, critic, batch = copy.deepcopy(frozenlake_update)
+    before = {k: v.clone() for k, v in actor.state_dict().items()}
     row, col = torch.nonzero(batch.loss_mask)[3].tolist()
     if corruption == "nan_advantage":
         batch.advantages[row, col] = float("nan")
