@@ -304,7 +304,7 @@ def run_child(job, server, first_wait, next_wait):
         # Its pid: the server tells it at once, but may still have been importing for the first children, and a
         # flood left the loop above no pause to read it
         child.read(SERVER_SECONDS, lambda: child.pid is not None)
-        if child.pid is not None:
+        if child.pid is not None and child.poll() is None:  # an ended child's group the server killed, unreaped
             kill_group(child.pid)
         child.poll(wait=SERVER_SECONDS)  # the server reaps it at once, and tells its exit code
         os.close(child.status)

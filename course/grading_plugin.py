@@ -33,6 +33,7 @@ import importlib
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import traceback
@@ -184,13 +185,16 @@ def serve(control, modules):
     """The server: import what the exercises of the exercised modules need (PRELOAD), then fork a child for each
     request grade.py sends over the socket `control`: one byte, with four file descriptors: the child's stdin (its
     job), its report pipe, its stdout and stderr (a file), and a status pipe on which the server writes the child's
-    pid and, once it has ended, its exit code. Returns only in a child, with its report pipe; the server itself ends
-    when grade.py closes the socket.
+    pid and, once it has ended and what it left in its process group is killed, its exit code. Returns only in a
+    child, with its report pipe; the server itself ends when grade.py closes the socket.
 
     The server runs no student code, and a child cannot reach it: the child closes the server's descriptors (the
     socket, the other children's status pipes) before anything else runs in it, and the server is undumpable."""
     dumpable(False)
-    preload = {name: attributes for module in modules for name, attributes in PRELOAD[module].items()}
+    # Not on macOS, where a fork after a framework has started (numpy's Accelerate, say) may crash the child: there
+    # each child imports what it needs itself
+    preload = ({name: attributes for module in modules for name, attributes in PRELOAD[module].items()}
+               if sys.platform.startswith("linux") else {})
     for name, attributes in preload.items():
         try:
             module = importlib.import_module(name)
@@ -224,11 +228,18 @@ def serve(control, modules):
             tell(status, pid)
             statuses[pid] = status
         for pid in list(statuses):  # tell grade.py of each child that has ended
-            ended, wait_status = os.waitpid(pid, os.WNOHANG)
-            if ended:
-                status = statuses.pop(pid)
-                tell(status, os.waitstatus_to_exitcode(wait_status))
-                os.close(status)
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                continue
+            # Kill what the child left in its process group while its pid is still taken (not yet reaped): once
+            # reaped, the pid may name a new process by the time grade.py kills the group
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            _, wait_status = os.waitpid(pid, 0)
+            status = statuses.pop(pid)
+            tell(status, os.waitstatus_to_exitcode(wait_status))
+            os.close(status)
 
 
 def main():

@@ -449,3 +449,22 @@ def test_children_run_as_the_given_user(tmp_path):
     with grader.Server(place, {"envs"}) as server:
         status, blocked = grader.check_imports({"envs"}, server, 60)
     assert status == {"envs": None} and blocked == {}
+
+
+def test_what_a_child_starts_in_its_group_ends_with_it(tmp_path):
+    """envs.py, imported in the import check, forks a process that stays in the child's process group and would
+    sleep a minute: it is killed as the child ends, while the server still serves (not only at the stage's end)."""
+    tree, marker = tmp_path / "tree", tmp_path / "pid"
+    (tree / "course").mkdir(parents=True)
+    shutil.copy(ROOT / grader.PLUGIN, tree / grader.PLUGIN)
+    (tree / "envs.py").write_text(f"import os, time\nif os.fork() == 0:\n"
+                                  f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                                  f"    time.sleep(60)\n    os._exit(0)\n")
+    (tmp_path / "work").mkdir()
+    with grader.Server(grader.Place(str(tree), str(tmp_path / "work"), None), {"envs"}) as server:
+        status, _ = grader.check_imports({"envs"}, server, 60)
+        pid = int(marker.read_text())
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status == {"envs": None} and not Path(f"/proc/{pid}").exists(), "the child's leftover outlived it"
