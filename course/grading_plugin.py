@@ -217,7 +217,7 @@ def serve(control, modules):
                 for fd in (status, *statuses.values()):
                     os.close(fd)
                 dumpable(True)  # the child is as a process started afresh would be
-                os.setsid()  # it leads a process group, which grade.py kills when it is done with it
+                os.setsid()  # it leads a process group: killed with it when it runs too long, or once it has ended
                 for target, fd in ((0, job), (1, output), (2, output)):
                     os.dup2(fd, target)
                 os.close(job)

@@ -1,4 +1,5 @@
-"""course/grade.py against a student who attacks it: every attack that steered the earlier grader earns nothing.
+"""course/grade.py against a student who attacks it: every attack that steers a naive grader (pytest run on the
+submission, results written by a plugin in the student's process) earns nothing.
 
 Each attack sits in a submission whose exercises are untouched stubs (worth 0), or in one that fails some hidden
 tests, and is graded as the instructor grades (--submission, from this repository). Where it can be shown, a
@@ -213,8 +214,9 @@ _patch_the_graders_writer()
 @instructor_only
 @pytest.mark.slow
 def test_patching_the_grading_plugins_writer_from_starpo_py_earns_nothing(tmp_path):
-    """The earlier grader's plugin wrote each result with grading_plugin._write, which starpo.py could replace by
-    one that wrote "passed": true. Results now travel as events the parent judges; there is no such writer."""
+    """A plugin that writes each result with a function of its own (grading_plugin._write) could have it replaced
+    from starpo.py by one that writes "passed": true. Results travel as events the parent judges; there is no
+    such writer to replace."""
     folder = submission(tmp_path / "submission", edit={"starpo": lambda text: text + PATCH_THE_WRITER})
     report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo", "--hidden")
     assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]

@@ -1330,7 +1330,7 @@ ragen_mini.main({argv!r})
 
 @pytest.mark.slow
 def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
-    """A rollout that never returns (a stand-in for the compile workers a run once waited on forever): with
+    """A rollout that never returns (a stand-in for a run waiting forever, on compile workers say): with
     train.stall_min=0.05 (3 s) the watchdog says what the run was doing, prints every thread's stack (the
     stuck call among them) and ends the process with exit code 3, within seconds, not an hour. The rollout is
     the iteration's first step, so the 3 s cannot run out in an earlier one on a busy machine."""
