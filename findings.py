@@ -6,8 +6,9 @@ rule below (docs/findings.md holds the prose).
     python findings.py 1                       # run Finding 1's runs (several at once on one GPU), then draw
     python findings.py all                     # the whole protocol: every run, then every finding drawn
     python findings.py all --dry-run           # what `all` would start, command by command; starts nothing
-    python findings.py 1 --parallel 3          # how many runs share the GPU (default auto: as many as its
-                                               #   free memory holds at RUN_GIB each)
+    python findings.py 1 --parallel 3          # how many runs at once, on every visible GPU together
+                                               #   (default auto: as many as the GPUs' free memory holds,
+                                               #   each run counted at its arm's measured peak, need_gib)
     python findings.py 1 --draw --runs results/runs/findings   # draw only, from the kept runs
 
 Runs go to RUNS_DIR/NAME (default runs/findings), one log beside each; a run that ended normally is marked
@@ -1041,81 +1042,158 @@ def not_ours(runs, names):
                   and (entry.name in names or os.path.exists(os.path.join(entry.path, "metrics.jsonl"))))
 
 
-# What one run of the protocol may reserve on the GPU: the largest peak measured on the SmolLM2 preset under the
-# protocol's micro-batches, 46.5 GiB (vanilla PPO with another run on the card; alone 42.0,
-# bench/results/run33_ppo_alone_and_pair.txt), plus its process's CUDA context and a margin
-RUN_GIB = 48
+# What a run may reserve on a GPU: the largest peak its arm reached (PEAK_KEY, the caching allocator's peak,
+# which the trainer logs and --keep keeps) plus MARGIN_GIB for its process's CUDA context and the libraries'
+# workspaces (two runs of 46.8 and 48.2 GiB peaks took 97.1 GiB of the card, results/findings/times.md's
+# two-H200 machine); an arm none of whose runs is at hand gets RUN_GIB, the largest peak measured on the
+# SmolLM2 presets under the protocol's micro-batches (Sokoban with reasoning off, 54.2 GiB) plus the margin.
+PEAK_KEY = "perf/peak_reserved_gb"
+MARGIN_GIB = 2
+RUN_GIB = 56
+KEPT = "results/runs/findings"
+
+
+def arm_of(name):
+    """The run's name without its seed: the runs of one arm share their memory needs."""
+    return re.sub(r"-seed\d+$", "", name)
+
+
+def need_gib(name, folders):
+    """GiB run NAME may reserve: the largest PEAK_KEY of any run of its arm in FOLDERS (the run folders of
+    RUNS and the kept runs) plus MARGIN_GIB, rounded up to a tenth, else RUN_GIB."""
+    peaks = [row[PEAK_KEY] for runs in folders if os.path.isdir(runs) for entry in sorted(os.scandir(runs),
+             key=lambda e: e.name) if entry.is_dir() and arm_of(entry.name) == arm_of(name)
+             for row in read(entry.path) or [] if PEAK_KEY in row]
+    return math.ceil((max(peaks) + MARGIN_GIB) * 10) / 10 if peaks else RUN_GIB  # a tenth up, never down
 
 
 def free_gpu_gib():
-    """The GPU's free memory in GiB, asked of a child process (the CUDA context it makes goes with it), or
-    None without a GPU."""
-    ask = "import torch; print(torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else '')"
-    answer = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True).stdout.strip()
-    return int(answer) / 2**30 if answer else None
+    """The free memory of each visible GPU in GiB, asked of a child process (the CUDA contexts it makes go
+    with it), or None without a GPU."""
+    ask = ("import torch; print(*[torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]"
+           " if torch.cuda.is_available() else [])")
+    answer = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True).stdout.split()
+    return [int(free) / 2**30 for free in answer] or None
 
 
-def runs_at_once(requested, free_gib):
-    """How many runs share the GPU: REQUESTED ("auto" or a number) against FREE_GIB (None: no GPU, the runs
-    go one at a time unless a number is given). A number the free memory cannot hold at RUN_GIB a run, or a
-    GPU without room for one, is refused with the reason, before any run starts.
+def device_names(count):
+    """What CUDA_VISIBLE_DEVICES gives a run for each of the COUNT visible GPUs: the entries of the variable
+    where it is set (its ids or UUIDs), else 0 .. COUNT-1."""
+    shown = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return shown[:count] if len(shown) >= count else [str(i) for i in range(count)]
 
-    >>> runs_at_once("auto", 139.0), runs_at_once("auto", 79.2), runs_at_once("2", 100.0), runs_at_once("auto", None)
-    (2, 1, 2, 1)
+
+def place(need, free, used):
+    """The GPU with the most room left that holds a run of NEED GiB (FREE: each GPU's free GiB when the runs
+    began, USED: what the runs started on it may reserve), or None.
+
+    >>> place(50, [139.0, 139.0], [100.4, 50.2]), place(50, [139.0], [100.4]), place(30, [139.0], [100.4])
+    (1, None, 0)
     """
-    if free_gib is None:
+    room = [f - u for f, u in zip(free, used)]
+    fits = [i for i, r in enumerate(room) if r >= need]
+    return max(fits, key=lambda i: room[i]) if fits else None
+
+
+def at_once_limit(requested, needs, free):
+    """How many runs may run at once: REQUESTED ("auto" or a number) for runs needing NEEDS GiB (in the order
+    they start) on GPUs with FREE GiB (None: no GPU: one at a time unless a number is given; auto: as many as
+    the memory holds, found as each run starts). Refused with the reason, before any run starts: a run that
+    no GPU holds even alone, and a number that the GPUs cannot hold for the largest runs among NEEDS.
+
+    >>> at_once_limit("auto", [50.2, 50.2], [139.0]), at_once_limit("2", [50.2, 50.2, 58], [139.0])
+    (inf, 2)
+    >>> at_once_limit("auto", [50.2], None), at_once_limit("3", [50.2], None)
+    (1, 3)
+    """
+    if free is None:
         return 1 if requested == "auto" else int(requested)
-    fits = int(free_gib // RUN_GIB)
-    if fits < 1:
-        raise SystemExit(f"error: the GPU has {free_gib:.1f} GiB free and a run of the protocol may reserve "
-                         f"{RUN_GIB} GiB (findings.RUN_GIB): free the GPU, or run on a larger one")
+    for name_need in needs:
+        if name_need > max(free):
+            raise SystemExit(f"error: a run of the protocol may reserve {name_need} GiB (its arm's measured peak "
+                             f"and findings.MARGIN_GIB, or findings.RUN_GIB) and the GPUs have "
+                             f"{', '.join(f'{f:.1f}' for f in free)} GiB free: free a GPU, or run on a larger one")
     if requested == "auto":
-        return fits
-    if int(requested) > fits:
-        raise SystemExit(f"error: --parallel {requested} needs {int(requested) * RUN_GIB} GiB ({RUN_GIB} GiB a run, "
-                         f"findings.RUN_GIB) and the GPU has {free_gib:.1f} GiB free: at most {fits} at once; "
-                         "give --parallel auto or a smaller number")
+        return math.inf
+    largest, used, fit = sorted(needs, reverse=True)[:int(requested)], [0.0] * len(free), 0
+    for need in largest:
+        gpu = place(need, free, used)
+        if gpu is None:
+            break
+        used[gpu], fit = used[gpu] + need, fit + 1
+    if fit < len(largest):
+        raise SystemExit(f"error: --parallel {requested}: the {len(largest)} largest of these runs may reserve "
+                         f"{' + '.join(f'{n:g}' for n in largest)} GiB, and the GPUs have "
+                         f"{', '.join(f'{f:.1f}' for f in free)} GiB free: at most {fit} at once; give --parallel "
+                         "auto or a smaller number")
     return int(requested)
 
 
-def run_all(names, runs, parallel, extra=(), dry_run=False):
-    """Run the runs not done yet, `parallel` at a time, each logging to RUNS/NAME.log; RUNS/NAME.done marks
-    one that ended normally. Refuses, starting nothing, when RUNS holds a folder it did not make. DRY_RUN:
-    print what it would start and in what order, and touch nothing."""
+def run_all(names, runs, parallel="auto", extra=(), dry_run=False, free=None):
+    """Run the runs not done yet, each logging to RUNS/NAME.log; RUNS/NAME.done marks one that ended normally.
+    They start in NAMES' order, each on the GPU with the most room left for its need (need_gib) of FREE (each
+    visible GPU's free GiB; None: no GPU), at most PARALLEL at once (at_once_limit); a run that fits nowhere
+    waits for one to end. Refuses, starting nothing, when RUNS holds a folder it did not make. DRY_RUN: print
+    what it would start, where and in what order, and touch nothing."""
     todo = [n for n in names if not done(os.path.join(runs, n))]
     if found := not_ours(runs, todo):
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise SystemExit(f"error: {found[0]}{more} is not a run findings.py started (no {MARK}: kept runs, "
                          "or one of yours), and it never removes or runs beside one: nothing started; choose "
                          "another --runs (default runs/findings) or move the folder away")
-    if dry_run:
+    needs = {name: need_gib(name, [runs, KEPT]) for name in todo}
+    limit = at_once_limit(parallel, list(needs.values()), free)
+    devices = device_names(len(free)) if free else []
+    used, running = [0.0] * len(free or []), []
+
+    def next_gpu(name):  # the index of the GPU it starts on now (None without a GPU), or False: it waits
+        if len(running) >= limit:
+            return False
+        gpu = place(needs[name], free, used) if free else None
+        return False if free and gpu is None else gpu
+
+    if dry_run:  # the first runs start at once; the rest in order, as runs end
         for name in names:
             if name not in todo:
                 print(f"done already: {name}")
-        iterations = 0
-        for k, name in enumerate(todo):
+        iterations, waiting = 0, False
+        for name in todo:
             cmd = command(name, os.path.join(runs, name), extra)
             iterations += int([a for a in cmd if a.startswith("train.iterations=")][-1].split("=")[1])
-            print(f"would start {name} ({'at once' if k < parallel else 'when a run ends'}): {' '.join(cmd[1:])}")
-        print(f"{len(todo)} runs to start, {iterations:,} iterations in all, {parallel} at a time")
+            gpu = False if waiting else next_gpu(name)
+            waiting = gpu is False
+            if not waiting:
+                running.append(name)
+                if free:
+                    used[gpu] += needs[name]
+            where = "when a run ends" if waiting else "at once" + (f" on GPU {devices[gpu]}" if free else "")
+            print(f"would start {name} ({where}; {needs[name]:g} GiB): {' '.join(cmd[1:])}")
+        at = "as many as the GPUs' free memory holds" if limit == math.inf else limit
+        print(f"{len(todo)} runs to start, {iterations:,} iterations in all, {at} at a time")
         return
     os.makedirs(runs, exist_ok=True)
-    running = []
     while todo or running:
-        while todo and len(running) < parallel:
+        while todo and (gpu := next_gpu(todo[0])) is not False:
             name = todo.pop(0)
             run_dir = os.path.join(runs, name)
             if own(run_dir):
                 shutil.rmtree(run_dir)  # a run of ours cut short starts again
             os.makedirs(run_dir)
             open(os.path.join(run_dir, MARK), "w").close()  # first: if the run is cut short, ours to remove
+            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": devices[gpu]} if free else {}))
             with open(os.path.join(runs, f"{name}.log"), "w") as log:
-                running.append((name, subprocess.Popen(command(name, run_dir, extra),
-                                                       stdout=log, stderr=subprocess.STDOUT)))
-            print(f"started {name}: {' '.join(command(name, run_dir, extra)[1:])}", flush=True)
+                process = subprocess.Popen(command(name, run_dir, extra), stdout=log, stderr=subprocess.STDOUT,
+                                           env=env)
+            if free:
+                used[gpu] += needs[name]
+            running.append((name, process, gpu))
+            where = f" on GPU {devices[gpu]} ({needs[name]:g} GiB)" if free else ""
+            print(f"started {name}{where}: {' '.join(command(name, run_dir, extra)[1:])}", flush=True)
         time.sleep(5)
-        for name, process in [r for r in running if r[1].poll() is not None]:
-            running.remove((name, process))
+        for name, process, gpu in [r for r in running if r[1].poll() is not None]:
+            running.remove((name, process, gpu))
+            if free:
+                used[gpu] -= needs[name]
             if process.returncode == 0:
                 open(os.path.join(runs, f"{name}.done"), "w").close()
             print(
@@ -1124,8 +1202,9 @@ def run_all(names, runs, parallel, extra=(), dry_run=False):
                 flush=True)
 
 
-def keep(run_dirs, into="results/runs/findings"):
-    """A run's config.yaml, compacted metrics.jsonl (what the figures draw, plus the update's trained tokens),
+def keep(run_dirs, into=KEPT):
+    """A run's config.yaml, compacted metrics.jsonl (what the figures draw, plus the update's trained tokens
+    and the GPU memory's peak, which need_gib reads),
     thoughts.json and answers.json (from the records of samples.jsonl) into INTO/NAME. The records are read
     first: a run without them leaves nothing half kept. A kept run of the same name is never replaced."""
     for run_dir in run_dirs:
@@ -1138,7 +1217,8 @@ def keep(run_dirs, into="results/runs/findings"):
         shutil.copy(os.path.join(run_dir, "config.yaml"), target)
         with open(os.path.join(target, "metrics.jsonl"), "w") as f:
             for row in plots.read_metrics(run_dir):
-                compact = {**compact_row(row), **{k: rounded(row[k]) for k in (TOKENS_KEY,) if k in row}}
+                compact = {**compact_row(row), 
+                           **{k: rounded(row[k]) for k in (TOKENS_KEY, PEAK_KEY) if k in row}}
                 f.write(json.dumps(compact, separators=(",", ":")) + "\n")
         for name, records in (("thoughts.json", thoughts), ("answers.json", answers)):
             with open(os.path.join(target, name), "w") as f:  # ensure_ascii: any thought is ASCII
@@ -1171,8 +1251,8 @@ def main(argv=None):
     parser.add_argument("--runs", default="runs/findings",
                         help="the folder of the run folders (default runs/findings)")
     parser.add_argument("--parallel", default="auto",
-                        help=f"runs at once on the GPU: a number, or auto (the default): as many as its free "
-                             f"memory holds at {RUN_GIB} GiB each")
+                        help="runs at once, on every visible GPU together: a number, or auto (the default): as "
+                             "many as the GPUs' free memory holds, each run counted at its arm's measured peak")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="config overrides for every run, after the budget (e.g. train.iterations=40)")
     parser.add_argument("--draw", action="store_true",
@@ -1204,7 +1284,7 @@ def main(argv=None):
     numbers = sorted(FINDINGS) if args.finding == "all" else [args.finding]
     if not args.draw:
         names = list(RUNS) if args.finding == "all" else FINDINGS[args.finding][1]
-        run_all(names, runs, runs_at_once(args.parallel, free_gpu_gib()), args.set, args.dry_run)
+        run_all(names, runs, args.parallel, args.set, args.dry_run, free_gpu_gib())
         if args.dry_run:
             return None
     tables = [draw(number, runs) for number in numbers]

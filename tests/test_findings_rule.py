@@ -277,37 +277,111 @@ def test_all_with_dry_run_lists_every_run_in_order_and_starts_nothing(tmp_path, 
     runs.mkdir()
     (runs / "sokoban-ppo-seed1").mkdir()
     (runs / "sokoban-ppo-seed1.done").touch()
-    assert findings.main(["all", "--dry-run", "--runs", str(runs), "--parallel", "3"]) is None
+    assert findings.main(["all", "--dry-run", "--runs", str(runs)]) is None
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "done already: sokoban-ppo-seed1"
     started = [line.split()[2] for line in out if line.startswith("would start")]
     assert started == [n for n in findings.RUNS if n != "sokoban-ppo-seed1"]
-    assert [line.split("(")[1].split(")")[0] for line in out if line.startswith("would start")][2:4] == [
+    # no GPU here: one at a time, so the first run starts at once and the others as runs end
+    assert [line.split("(")[1].split(";")[0] for line in out if line.startswith("would start")][:2] == [
         "at once", "when a run ends"]
     # 43 runs: 29 of 200 iterations on Sokoban (32 less the done one), 12 of 100 on FrozenLake and the Bandit
-    assert out[-1] == "43 runs to start, 7,400 iterations in all, 3 at a time"
+    assert out[-1] == "43 runs to start, 7,400 iterations in all, 1 at a time"
     assert sorted(p.name for p in runs.iterdir()) == ["sokoban-ppo-seed1", "sokoban-ppo-seed1.done"]
     line = next(line for line in out if "would start sokoban-grpo-filter0.25-minibatch8-seed2" in line)
     assert line.endswith("algo.mini_batch_size=8 algo.micro_batch_size=8 "
                          f"run_dir={runs / 'sokoban-grpo-filter0.25-minibatch8-seed2'}")
 
 
-def test_runs_at_once_packs_the_card_by_its_free_memory(monkeypatch):
-    """--parallel auto: whole runs of RUN_GIB in the free memory (40 GiB a run here: 139 GiB hold 3, 119.9 hold
-    2); a number is kept when it fits and refused with the numbers when not; no GPU: one at a time."""
-    monkeypatch.setattr(findings, "RUN_GIB", 40)
-    assert [findings.runs_at_once("auto", free) for free in (139.0, 120.0, 119.9, 40.0)] == [3, 3, 2, 1]
-    assert findings.runs_at_once("2", 100.0) == 2 and findings.runs_at_once("auto", None) == 1
-    assert findings.runs_at_once("4", None) == 4
-    with pytest.raises(SystemExit, match=r"--parallel 3 needs 120 GiB .* 100.0 GiB free: at most 2"):
-        findings.runs_at_once("3", 100.0)
-    with pytest.raises(SystemExit, match=r"30.0 GiB free and a run of the protocol may reserve 40 GiB"):
-        findings.runs_at_once("auto", 30.0)
+def test_a_run_needs_its_arms_largest_measured_peak_and_margin(tmp_path, monkeypatch):
+    """need_gib: the largest peak of any seed's run of the arm, in the protocol's folder or among the kept runs,
+    plus the margin; an arm with no measured run gets RUN_GIB. Here 40.5 and 47.25 GiB (seeds 0, 2) -> 49.3 (up)."""
+    monkeypatch.setattr(findings, "RUN_GIB", 60)
+    runs, kept = tmp_path / "runs", tmp_path / "kept"
+    write_run(runs, "sokoban-starpo-s-seed0", {}, rows=[{"iteration": 1, findings.PEAK_KEY: 40.5},
+                                                         {"iteration": 2, findings.PEAK_KEY: 38.0}])
+    write_run(kept, "sokoban-starpo-s-seed2", {}, rows=[{"iteration": 1, findings.PEAK_KEY: 47.25}])
+    write_run(kept, "sokoban-starpo-s-with-kl", {}, config_of(0),  # another arm
+              rows=[{"iteration": 1, findings.PEAK_KEY: 90.0}])
+    write_run(kept, "sokoban-ppo-seed0", {10: 0.2})  # no peak logged
+    folders = [str(runs), str(kept)]
+    assert findings.MARGIN_GIB == 2 and findings.need_gib("sokoban-starpo-s-seed1", folders) == 49.3
+    assert findings.need_gib("sokoban-starpo-s-with-kl-seed1", folders) == 92.0  # the kept run's old name
+    assert findings.need_gib("sokoban-ppo-seed1", folders) == 60
+    assert findings.need_gib("bandit-no-think-seed0", [str(tmp_path / "none")]) == 60
+
+
+def test_runs_are_placed_where_most_room_is_left_and_a_number_the_gpus_cannot_hold_is_refused():
+    """place: the GPU with the most room left that holds the run; at_once_limit: auto packs by memory (no count),
+    a number is kept when its largest runs fit together (first the largest, each where most room is left) and
+    refused with the numbers when not; a run no GPU holds alone is refused; no GPU: one at a time."""
+    assert findings.place(50.2, [139.0, 139.0], [0.0, 0.0]) == 0
+    assert findings.place(50.2, [139.0, 139.0], [50.2, 0.0]) == 1
+    assert findings.place(50.2, [139.0, 139.0], [100.4, 100.4]) is None
+    assert findings.place(37.3, [139.0, 139.0], [100.4, 100.4]) == 0  # a light run fills the room left
+    assert findings.at_once_limit("auto", [50.2, 56, 37.3], [139.0]) == math.inf
+    assert findings.at_once_limit("2", [50.2, 56, 37.3], [139.0]) == 2  # 56 + 50.2 fit
+    assert findings.at_once_limit("4", [56] * 4, [139.0, 139.0]) == 4  # two on each of two GPUs
+    with pytest.raises(SystemExit, match=r"--parallel 3: the 3 largest .* 56 \+ 50.2 \+ 37.3 GiB, and the GPUs "
+                                         r"have 139.0 GiB free: at most 2 at once"):
+        findings.at_once_limit("3", [50.2, 56, 37.3], [139.0])
+    with pytest.raises(SystemExit, match=r"may reserve 56 GiB .* the GPUs have 40.0, 30.0 GiB free"):
+        findings.at_once_limit("auto", [30, 56], [40.0, 30.0])
+    assert findings.at_once_limit("auto", [56], None) == 1 and findings.at_once_limit("4", [56], None) == 4
+
+
+def test_each_run_gets_the_gpu_it_was_placed_on(monkeypatch):
+    """CUDA_VISIBLE_DEVICES of a run: the entry of the variable the user set (ids or UUIDs), else the index."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert findings.device_names(2) == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, GPU-ab12")
+    assert findings.device_names(2) == ["3", "GPU-ab12"]
+
+
+def test_run_all_packs_the_runs_onto_the_gpus_by_their_needs(tmp_path, monkeypatch, capsys):
+    """Two GPUs of 100 GiB, runs of 60 GiB (no measured peak: RUN_GIB): one on each GPU at a time, never two on
+    one; each run sees only its own GPU. The fake run records its CUDA_VISIBLE_DEVICES and how many runs were
+    going when it started and ended (a file per running run)."""
+    monkeypatch.setattr(findings, "RUN_GIB", 60)
+    monkeypatch.setattr(findings, "KEPT", str(tmp_path / "kept"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    live = tmp_path / "live"
+    live.mkdir()
+    script = ("import json, os, sys, time; d = sys.argv[1].split('=', 1)[1]; me = os.path.join(sys.argv[2], "
+              "os.path.basename(d)); open(me, 'w').close(); seen = len(os.listdir(sys.argv[2])); time.sleep(0.5); "
+              "json.dump({'gpu': os.environ['CUDA_VISIBLE_DEVICES'], 'seen': max(seen, len(os.listdir(sys.argv[2])))}, "
+              "open(os.path.join(d, 'what.json'), 'w')); os.remove(me)")
+    monkeypatch.setattr(findings, "command",
+                        lambda name, run_dir, extra: [sys.executable, "-c", script, f"run_dir={run_dir}", str(live)])
+    monkeypatch.setattr(findings.time, "sleep", lambda seconds: None)
+    runs = tmp_path / "runs"
+    findings.run_all(["a", "b", "c", "d"], str(runs), "auto", free=[100.0, 100.0])
+    what = {name: json.loads((runs / name / "what.json").read_text()) for name in "abcd"}
+    assert [what[n]["gpu"] for n in "ab"] == ["0", "1"] and {what[n]["gpu"] for n in "cd"} <= {"0", "1"}
+    assert max(w["seen"] for w in what.values()) <= 2  # never more than one a GPU
+    assert all(findings.done(str(runs / n)) for n in "abcd")
+    out = capsys.readouterr().out
+    assert "started a on GPU 0 (60 GiB)" in out and "started b on GPU 1 (60 GiB)" in out
+
+
+def test_a_dry_run_shows_where_each_first_run_goes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(findings, "RUN_GIB", 60)
+    monkeypatch.setattr(findings, "KEPT", str(tmp_path / "kept"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(findings.subprocess, "Popen", lambda *a, **k: pytest.fail("a run was started"))
+    names = ["sokoban-grpo-seed0", "sokoban-grpo-seed1", "sokoban-grpo-seed2", "bandit-no-think-seed0"]
+    findings.run_all(names, str(tmp_path / "runs"), "auto", dry_run=True, free=[139.0, 100.0])
+    out = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
+    assert out == ["would start sokoban-grpo-seed0 (at once on GPU 0; 60 GiB)",
+                   "would start sokoban-grpo-seed1 (at once on GPU 1; 60 GiB)",
+                   "would start sokoban-grpo-seed2 (at once on GPU 0; 60 GiB)",
+                   "would start bandit-no-think-seed0 (when a run ends; 60 GiB)",
+                   "4 runs to start, 700 iterations in all, as many as the GPUs' free memory holds at a time"]
 
 
 def test_a_parallel_the_card_cannot_hold_starts_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(findings.subprocess, "Popen", lambda *a, **k: pytest.fail("a run was started"))
-    monkeypatch.setattr(findings, "free_gpu_gib", lambda: 79.2)
+    monkeypatch.setattr(findings, "free_gpu_gib", lambda: [79.2])
     runs = tmp_path / "runs"
     with pytest.raises(SystemExit, match="at most 1 at once"):
         findings.main(["1", "--runs", str(runs), "--parallel", "2"])
@@ -325,6 +399,7 @@ def test_the_free_memory_query_answers_from_a_child_process():
     import torch
     free = REAL_FREE_GPU_GIB()
     if torch.cuda.is_available():
-        assert 0 < free <= torch.cuda.get_device_properties(0).total_memory / 2**30
+        assert len(free) == torch.cuda.device_count()
+        assert all(0 < f <= torch.cuda.get_device_properties(i).total_memory / 2**30 for i, f in enumerate(free))
     else:
         assert free is None
