@@ -12,6 +12,11 @@ GAE; the update and its clipped steps.
     python bench/profile_iteration.py OUT.jsonl --kernels 4 --config ...
         # iteration 4's rollout, thought MI, step 3 and update each under torch.profiler: OUT.NAME.txt has its
         # kernels and ops by GPU time, and its wall time against the GPU's busy time (the gap: the host's)
+    python bench/profile_iteration.py OUT.jsonl --gaps 4 --config ...
+        # iteration 4's phases under torch.profiler with the timed functions (and backward, gradient
+        # clipping, the envs and the tokenizer; torch labels the optimiser's step) as labelled regions, not
+        # timers, so nothing waits for the GPU: OUT.NAME.gaps.txt charges the GPU's idle time to the region
+        # that launched the work ending each wait (bench/gpu_gaps.py), OUT.NAME.trace.json is the trace
 """
 import copy
 import json
@@ -20,26 +25,31 @@ import sys
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import fast.decoder  # noqa: E402
+import gpu_gaps  # noqa: E402  (bench/, this script's folder)
 import launch  # noqa: E402
 import ragen_mini  # noqa: E402
+import rollout  # noqa: E402
 
 out_path, args = sys.argv[1], sys.argv[2:]
-options = {"--alternate-score-tokens": 0, "--kernels": -1}
+options = {"--alternate-score-tokens": 0, "--kernels": -1, "--gaps": -1}
 for option in options:
     if option in args:
         at = args.index(option)
         options[option], args = int(args[at + 1]), args[:at] + args[at + 2:]
-alternate, kernels_at = options.values()
+alternate, kernels_at, gaps_at = options.values()
 seconds, state = {}, {"iteration": 1}
 
 
 def kernels(name, fn):
-    """fn under torch.profiler at iteration `kernels_at`: its table, sorted by GPU time, into OUT.NAME.txt."""
+    """fn under torch.profiler at iteration `kernels_at`: its table, sorted by GPU time, into OUT.NAME.txt; at
+    iteration `gaps_at`, its GPU's idle time by labelled region into OUT.NAME.gaps.txt."""
     def wrapper(*a, **k):
+        if state["iteration"] == gaps_at:
+            return gaps(name, fn, *a, **k)
         if state["iteration"] != kernels_at:
             return fn(*a, **k)
         start = time.perf_counter()
@@ -57,8 +67,39 @@ def kernels(name, fn):
     return wrapper
 
 
+def gaps(name, fn, *a, **k):
+    """fn(*a, **k) under torch.profiler, nothing waiting for the GPU but the phase's end; its trace and the
+    table of where the GPU waited (gpu_gaps) into OUT.NAME.trace.json and OUT.NAME.gaps.txt."""
+    base = os.path.splitext(out_path)[0]
+    gpu = torch.cuda.is_available()  # without one the table says only the phase's wall time
+    with profile(activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]) as profiler:
+        result = fn(*a, **k)
+        if gpu:
+            torch.cuda.synchronize()
+    profiler.export_chrome_trace(f"{base}.{name}.trace.json")
+    with open(f"{base}.{name}.trace.json") as f:
+        events = json.load(f)["traceEvents"]
+    with open(f"{base}.{name}.gaps.txt", "w") as f:
+        f.write(f"{name}, iteration {gaps_at} (under the profiler, which slows the host)\n"
+                f"{gpu_gaps.table(gpu_gaps.gaps(events))}\n")
+    return result
+
+
+def labelled(name, fn):
+    """At iteration `gaps_at`, fn inside a record_function region NAME (bench/gpu_gaps.py charges waits to it)."""
+    def wrapper(*a, **k):
+        if state["iteration"] != gaps_at:
+            return fn(*a, **k)
+        with record_function(name):
+            return fn(*a, **k)
+    return wrapper
+
+
 def timed(name, fn):
     def wrapper(*a, **k):
+        if state["iteration"] == gaps_at:  # a region, not a timer: a timer's synchronize would make gaps
+            with record_function(name):
+                return fn(*a, **k)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -93,6 +134,16 @@ for name in ("update", "token_logprobs", "token_values", "clipped_step", "collat
     setattr(ragen_mini, name, timed("logp" if name == "token_logprobs" else name, getattr(ragen_mini, name)))
 for name in ("update", "play_episodes"):
     setattr(ragen_mini, name, kernels(name, getattr(ragen_mini, name)))
+# regions for --gaps only (no timers): what else the host does between GPU work
+torch.Tensor.backward = labelled("backward", torch.Tensor.backward)
+torch.nn.utils.clip_grad_norm_ = labelled("clip_grad_norm", torch.nn.utils.clip_grad_norm_)
+for name in ("micro_batches", "crop"):
+    setattr(ragen_mini, name, labelled(name, getattr(ragen_mini, name)))
+for name in ("actor_loss", "value_loss"):
+    setattr(ragen_mini.starpo, name, labelled(name, getattr(ragen_mini.starpo, name)))
+for name in ("step_env", "encode_batch", "decode_batch", "read_reply", "next_user_message", "append_reply",
+             "left_pad", "start_episodes"):
+    setattr(rollout, name, labelled(name, getattr(rollout, name)))
 end_of_iteration = launch.end_of_iteration
 
 
