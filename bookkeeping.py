@@ -36,19 +36,21 @@ class CtrlC:
     (loading, the format warm-up, the first evaluation) there is nothing to save, and it stops at once with
     Stopped. A second signal quits at once: Ctrl-C as Python's own KeyboardInterrupt, the others as they
     would without ragen-mini. `signum` is the first signal, for the exit code (128 + signum, as a shell
-    reports it)."""
+    reports it). A signal ignored when the run began stays ignored: `nohup` ignores SIGHUP so that a closed
+    terminal does not stop the run, and a shell script's background job ignores Ctrl-C."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
         self.pressed, self.signum, self.training = False, None, False
 
     def __enter__(self):
-        self.previous = {signum: signal.signal(signum, self.press) for signum in self.SIGNALS}
+        self.previous = {signum: signal.signal(signum, self.press) for signum in self.SIGNALS
+                         if signal.getsignal(signum) is not signal.SIG_IGN}
         return self
 
     def press(self, signum, frame):
         self.pressed, self.signum = True, signum
-        for other in self.SIGNALS:
+        for other in self.previous:
             signal.signal(other, signal.default_int_handler if other == signal.SIGINT else signal.SIG_DFL)
         name = self.name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         if not self.training:

@@ -1,4 +1,6 @@
 """Shared by every test file."""
+import signal
+
 import pytest
 import torch
 
@@ -16,3 +18,16 @@ def threads_as_they_are():
         patch.setattr(models, "cpu_threads", lambda threads, **machine: real(threads, **machine)
                       if threads > 0 or machine else (torch.get_num_threads(), "tests"))
         yield
+
+
+@pytest.fixture
+def signals_as_in_a_terminal():
+    """Ctrl-C, SIGTERM and SIGHUP as an interactive shell leaves them (Python's own Ctrl-C, the others' defaults),
+    for a test that sends them: a suite started as a shell script's background job ignores Ctrl-C, one under
+    nohup SIGHUP, and the trainer leaves an ignored signal ignored (bookkeeping.CtrlC)."""
+    wanted = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in wanted.items()
+                if signal.getsignal(signum) is signal.SIG_IGN}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)

@@ -652,6 +652,7 @@ def test_resume_recovers_from_a_save_killed_between_its_renames(finished_run, tm
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
 def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path, monkeypatch):
     """Ctrl-C in iteration 2, then Ctrl-C again while its checkpoint is being written: the save completes,
     then the second Ctrl-C quits (KeyboardInterrupt), and the checkpoint of iteration 2 is whole."""

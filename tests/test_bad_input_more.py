@@ -432,9 +432,10 @@ def test_a_checkpoint_whose_chat_template_cannot_be_used_names_its_file(tmp_path
 # ------------------------------------------------------------------------------------------------------
 # 10. Ctrl-C during --eval
 # ------------------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
 def test_ctrl_c_during_eval_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
     run = fake_run(tmp_path, actor=True)
-    before = snapshot(run)
+    before, handler = snapshot(run), signal.getsignal(signal.SIGINT)
 
     def evaluate_until_ctrl_c(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
@@ -455,7 +456,29 @@ def test_ctrl_c_during_eval_exits_130_with_one_line(tmp_path, capsys, monkeypatc
                      f"{run / 'eval.jsonl'}"]
     assert "Traceback" not in out.err
     assert snapshot(run) == before
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again
+    assert signal.getsignal(signal.SIGINT) is handler  # Ctrl-C is as it was before the evaluation
+
+
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
+def test_a_signal_ignored_before_the_run_stays_ignored():
+    """nohup ignores SIGHUP so that a closed terminal does not stop the run: under CtrlC a SIGHUP then does
+    nothing, while SIGTERM, not ignored, still stops the run; every handler is as it was afterwards."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with bookkeeping.CtrlC() as ctrl_c:
+            ctrl_c.training = True
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+            assert not ctrl_c.pressed and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert ctrl_c.pressed and ctrl_c.signum == signal.SIGTERM
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # the press made no ignored signal live
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and signal.getsignal(signal.SIGINT) is (
+            signal.default_int_handler)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -1347,6 +1347,7 @@ def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
 def test_ctrl_c_in_the_format_warm_up_stops_at_once(tmp_path, monkeypatch, capsys):
     """Ctrl-C at the warm-up's third step of 200: the run stops there (no more steps, no evaluation, no
     iteration), exits 130, says that nothing was saved, and leaves no folder behind; a second run in the same
@@ -1374,14 +1375,14 @@ def test_ctrl_c_in_the_format_warm_up_stops_at_once(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
 def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, monkeypatch, capsys):
     """Ctrl-C during iteration 2 (a SIGINT sent by the rollout itself): iteration 2 finishes, a checkpoint
     is saved though checkpoint.every is 0, the exit code is 130 and the summary gives the --resume command.
     Ctrl-C stops without evaluating, though iteration 2 is on the eval.every grid; resumed, and stopped again by
     Ctrl-C in iteration 3, the last one, then resumed once more, the run's metrics.jsonl equals that of a run
     never stopped, eval rows included: each resume makes the evaluation owed. Two Ctrl-C quit at once."""
-    # Python's own handler, or SIG_IGN where the suite runs as a background job (the shell ignores SIGINT there)
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(signal.SIGINT)  # Python's own (the fixture)
     # a short warm-up, so that the model sometimes answers and its evaluations differ from one another: one made
     # from other weights or another random state would show
     common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=10", "warmup.lr=3e-3", "checkpoint.every=0",
@@ -1436,6 +1437,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resuming_equals_not_stopping(tmp_path, mo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.usefixtures("signals_as_in_a_terminal")
 def test_sigterm_and_sighup_save_like_ctrl_c(tmp_path, monkeypatch, capsys, signum):
     """A scheduler's SIGTERM (or a closed terminal's SIGHUP) during iteration 2 of 3: iteration 2 finishes and is
     saved though checkpoint.every is 0, the exit code is 128 + the signal's number, and every handler is given back."""
