@@ -1096,26 +1096,26 @@ def place(need, free, used):
 
 
 def at_once_limit(requested, needs, free):
-    """How many runs may run at once: REQUESTED ("auto" or a number) for runs needing NEEDS GiB (in the order
-    they start) on GPUs with FREE GiB (None: no GPU: one at a time unless a number is given; auto: as many as
-    the memory holds, found as each run starts). Refused with the reason, before any run starts: a run that
-    no GPU holds even alone, and a number that the GPUs cannot hold for the largest runs among NEEDS.
+    """How many runs may run at once: REQUESTED ("auto" or a number) for the runs of NEEDS ({name: GiB it may
+    reserve}) on GPUs with FREE GiB (None: no GPU: one at a time unless a number is given; auto: as many as the
+    memory holds, found as each run starts). Refused with the reason, before any run starts: a run that no GPU
+    holds even alone, and a number that the GPUs cannot hold for the largest runs among NEEDS.
 
-    >>> at_once_limit("auto", [50.2, 50.2], [139.0]), at_once_limit("2", [50.2, 50.2, 58], [139.0])
+    >>> at_once_limit("auto", {"a": 50.2, "b": 50.2}, [139.0]), at_once_limit("2", {"a": 50.2, "b": 58}, [139.0])
     (inf, 2)
-    >>> at_once_limit("auto", [50.2], None), at_once_limit("3", [50.2], None)
+    >>> at_once_limit("auto", {"a": 50.2}, None), at_once_limit("3", {"a": 50.2}, None)
     (1, 3)
     """
     if free is None:
         return 1 if requested == "auto" else int(requested)
-    for name_need in needs:
-        if name_need > max(free):
-            raise SystemExit(f"error: a run of the protocol may reserve {name_need} GiB (its arm's measured peak "
-                             f"and findings.MARGIN_GIB, or findings.RUN_GIB) and the GPUs have "
+    for name, need in needs.items():
+        if need > max(free):
+            raise SystemExit(f"error: {name} may reserve {need:g} GiB (its arm's measured peak and "
+                             f"findings.MARGIN_GIB, or findings.RUN_GIB) and the GPUs have "
                              f"{', '.join(f'{f:.1f}' for f in free)} GiB free: free a GPU, or run on a larger one")
     if requested == "auto":
         return math.inf
-    largest, used, fit = sorted(needs, reverse=True)[:int(requested)], [0.0] * len(free), 0
+    largest, used, fit = sorted(needs.values(), reverse=True)[:int(requested)], [0.0] * len(free), 0
     for need in largest:
         gpu = place(need, free, used)
         if gpu is None:
@@ -1142,7 +1142,7 @@ def run_all(names, runs, parallel="auto", extra=(), dry_run=False, free=None):
                          "or one of yours), and it never removes or runs beside one: nothing started; choose "
                          "another --runs (default runs/findings) or move the folder away")
     needs = {name: need_gib(name, [runs, KEPT]) for name in todo}
-    limit = at_once_limit(parallel, list(needs.values()), free)
+    limit = at_once_limit(parallel, needs, free)
     devices = device_names(len(free)) if free else []
     used, running = [0.0] * len(free or []), []
 

@@ -319,15 +319,17 @@ def test_runs_are_placed_where_most_room_is_left_and_a_number_the_gpus_cannot_ho
     assert findings.place(50.2, [139.0, 139.0], [50.2, 0.0]) == 1
     assert findings.place(50.2, [139.0, 139.0], [100.4, 100.4]) is None
     assert findings.place(37.3, [139.0, 139.0], [100.4, 100.4]) == 0  # a light run fills the room left
-    assert findings.at_once_limit("auto", [50.2, 56, 37.3], [139.0]) == math.inf
-    assert findings.at_once_limit("2", [50.2, 56, 37.3], [139.0]) == 2  # 56 + 50.2 fit
-    assert findings.at_once_limit("4", [56] * 4, [139.0, 139.0]) == 4  # two on each of two GPUs
+    three = {"sokoban-starpo-s-seed0": 50.2, "sokoban-grpo-seed0": 56, "frozenlake-no-think-seed0": 37.3}
+    assert findings.at_once_limit("auto", three, [139.0]) == math.inf
+    assert findings.at_once_limit("2", three, [139.0]) == 2  # 56 + 50.2 fit
+    assert findings.at_once_limit("4", {f"r{i}": 56 for i in range(4)}, [139.0, 139.0]) == 4  # two on each GPU
     with pytest.raises(SystemExit, match=r"--parallel 3: the 3 largest .* 56 \+ 50.2 \+ 37.3 GiB, and the GPUs "
                                          r"have 139.0 GiB free: at most 2 at once"):
-        findings.at_once_limit("3", [50.2, 56, 37.3], [139.0])
-    with pytest.raises(SystemExit, match=r"may reserve 56 GiB .* the GPUs have 40.0, 30.0 GiB free"):
-        findings.at_once_limit("auto", [30, 56], [40.0, 30.0])
-    assert findings.at_once_limit("auto", [56], None) == 1 and findings.at_once_limit("4", [56], None) == 4
+        findings.at_once_limit("3", three, [139.0])
+    with pytest.raises(SystemExit, match=r"error: sokoban-grpo-seed0 may reserve 56 GiB .* the GPUs have 40.0, "
+                                         r"30.0 GiB free"):
+        findings.at_once_limit("auto", {"bandit-no-think-seed0": 30, "sokoban-grpo-seed0": 56}, [40.0, 30.0])
+    assert findings.at_once_limit("auto", three, None) == 1 and findings.at_once_limit("4", three, None) == 4
 
 
 def test_each_run_gets_the_gpu_it_was_placed_on(monkeypatch):
