@@ -1061,9 +1061,11 @@ def arm_of(name):
 def need_gib(name, folders):
     """GiB run NAME may reserve: the largest PEAK_KEY of any run of its arm in FOLDERS (the run folders of
     RUNS and the kept runs) plus MARGIN_GIB, rounded up to a tenth, else RUN_GIB."""
-    peaks = [row[PEAK_KEY] for runs in folders if os.path.isdir(runs) for entry in sorted(os.scandir(runs),
-             key=lambda e: e.name) if entry.is_dir() and arm_of(entry.name) == arm_of(name)
-             for row in read(entry.path) or [] if PEAK_KEY in row]
+    peaks = []
+    for runs in filter(os.path.isdir, folders):
+        for entry in os.scandir(runs):
+            if entry.is_dir() and arm_of(entry.name) == arm_of(name):
+                peaks += [row[PEAK_KEY] for row in read(entry.path) or [] if PEAK_KEY in row]
     return math.ceil((max(peaks) + MARGIN_GIB) * 10) / 10 if peaks else RUN_GIB  # a tenth up, never down
 
 
@@ -1204,9 +1206,9 @@ def run_all(names, runs, parallel="auto", extra=(), dry_run=False, free=None):
 
 def keep(run_dirs, into=KEPT):
     """A run's config.yaml, compacted metrics.jsonl (what the figures draw, plus the update's trained tokens
-    and the GPU memory's peak, which need_gib reads),
-    thoughts.json and answers.json (from the records of samples.jsonl) into INTO/NAME. The records are read
-    first: a run without them leaves nothing half kept. A kept run of the same name is never replaced."""
+    and the GPU memory's peak, which need_gib reads), thoughts.json and answers.json (from the records of
+    samples.jsonl) into INTO/NAME. The records are read first: a run without them leaves nothing half kept. A
+    kept run of the same name is never replaced."""
     for run_dir in run_dirs:
         thoughts, answers = thoughts_of(run_dir), records_of(run_dir, "actions") or {}
         target = os.path.join(into, os.path.basename(os.path.normpath(run_dir)))
@@ -1217,8 +1219,7 @@ def keep(run_dirs, into=KEPT):
         shutil.copy(os.path.join(run_dir, "config.yaml"), target)
         with open(os.path.join(target, "metrics.jsonl"), "w") as f:
             for row in plots.read_metrics(run_dir):
-                compact = {**compact_row(row), 
-                           **{k: rounded(row[k]) for k in (TOKENS_KEY, PEAK_KEY) if k in row}}
+                compact = {**compact_row(row), **{k: rounded(row[k]) for k in (TOKENS_KEY, PEAK_KEY) if k in row}}
                 f.write(json.dumps(compact, separators=(",", ":")) + "\n")
         for name, records in (("thoughts.json", thoughts), ("answers.json", answers)):
             with open(os.path.join(target, name), "w") as f:  # ensure_ascii: any thought is ASCII

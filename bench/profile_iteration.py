@@ -53,11 +53,8 @@ def kernels(name, fn):
         if state["iteration"] != kernels_at:
             return fn(*a, **k)
         start = time.perf_counter()
+        result, profiler = profiled(fn, *a, **k)
         gpu = torch.cuda.is_available()
-        with profile(activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]) as profiler:
-            result = fn(*a, **k)
-            if gpu:
-                torch.cuda.synchronize()
         table = profiler.key_averages().table(sort_by="self_cuda_time_total" if gpu else "self_cpu_time_total",
                                               row_limit=40, max_name_column_width=70)
         with open(f"{os.path.splitext(out_path)[0]}.{name}.txt", "w") as f:
@@ -67,15 +64,23 @@ def kernels(name, fn):
     return wrapper
 
 
-def gaps(name, fn, *a, **k):
-    """fn(*a, **k) under torch.profiler, nothing waiting for the GPU but the phase's end; its trace and the
-    table of where the GPU waited (gpu_gaps) into OUT.NAME.trace.json and OUT.NAME.gaps.txt."""
-    base = os.path.splitext(out_path)[0]
-    gpu = torch.cuda.is_available()  # without one the table says only the phase's wall time
+def profiled(fn, *a, **k):
+    """fn(*a, **k) under torch.profiler (the GPU's work too, where there is one, waited for at the end).
+    -> (its result, the profiler)"""
+    gpu = torch.cuda.is_available()
     with profile(activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]) as profiler:
         result = fn(*a, **k)
         if gpu:
             torch.cuda.synchronize()
+    return result, profiler
+
+
+def gaps(name, fn, *a, **k):
+    """fn(*a, **k) under torch.profiler, nothing waiting for the GPU but the phase's end; its trace and the
+    table of where the GPU waited (gpu_gaps; without a GPU, only the phase's wall time) into
+    OUT.NAME.trace.json and OUT.NAME.gaps.txt."""
+    base = os.path.splitext(out_path)[0]
+    result, profiler = profiled(fn, *a, **k)
     profiler.export_chrome_trace(f"{base}.{name}.trace.json")
     with open(f"{base}.{name}.trace.json") as f:
         events = json.load(f)["traceEvents"]
@@ -98,8 +103,7 @@ def labelled(name, fn):
 def timed(name, fn):
     def wrapper(*a, **k):
         if state["iteration"] == gaps_at:  # a region, not a timer: a timer's synchronize would make gaps
-            with record_function(name):
-                return fn(*a, **k)
+            return labelled(name, fn)(*a, **k)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         start = time.perf_counter()
