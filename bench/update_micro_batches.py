@@ -5,11 +5,15 @@ then a kernel profile of one update at the first size. Three repetitions each (t
 Writes OUT/results.json, OUT/profile_update.txt and OUT/profile_score.txt.
 
     python bench/update_micro_batches.py OUT      # on a GPU, with the fast engine
+    python bench/update_micro_batches.py OUT --sizes 32768x32 --whole
+        # only these (micro_batch_tokens x micro_batch_size) sizes, and each backbone compiled as one graph
+        # (torch.compile of its whole forward) instead of layer by layer: fewer Python calls a pass
 
 What it shows: a 135M model's micro-batch costs the host (launching 30 compiled layers forward and backward)
 more time than the GPU, so fewer, larger micro-batches are faster until the GPU is the bound.
 """
 import copy
+import functools
 import json
 import os
 import sys
@@ -22,6 +26,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 import config  # noqa: E402
+import fast.compile  # noqa: E402
 import models  # noqa: E402
 import ragen_mini  # noqa: E402
 
@@ -60,7 +65,14 @@ def seconds(fn):
     return time.perf_counter() - start
 
 
-def main(out):
+def compile_whole(backbone):
+    """fast.compile.compile_backbone's variant for --whole: the backbone's whole forward is one compiled graph
+    (all its layers unrolled), still behind padded_forward's widths in multiples of 8 and flash attention."""
+    whole = torch.compile(type(backbone).forward.__get__(backbone), dynamic=True)
+    backbone.forward = functools.partial(fast.compile.padded_forward, whole)
+
+
+def main(out, sizes, whole):
     os.makedirs(out, exist_ok=True)
     device = torch.device("cuda")
     cfg = config.namespace(config.load_config("configs/smollm2.yaml", VANILLA_PPO))
@@ -71,12 +83,15 @@ def main(out):
     reference = copy.deepcopy(actor).eval().requires_grad_(False)
     for model in (actor, reference):
         model.logprob_and_entropy = engine.logprob_and_entropy
-    if engine.fast:
+    if engine.fast and whole:
+        for backbone in (actor.base_model, critic.backbone, reference.base_model):
+            compile_whole(backbone)
+    elif engine.fast:
         engine.fast.compile_for_training(actor.base_model, critic.backbone, reference.base_model)
     actor_opt, critic_opt = (torch.optim.AdamW(m.parameters(), lr=1e-6, fused=True) for m in (actor, critic))
     generator = torch.Generator().manual_seed(0)
     shape = synthetic_batch(device)
-    print(f"engine {engine.name}; {len(shape.rewards)} rows, {int(shape.attention_mask.sum())} tokens, "
+    print(f"engine {engine.name}{', whole backbones compiled' if whole else ''}; {len(shape.rewards)} rows, {int(shape.attention_mask.sum())} tokens, "
           f"{int(shape.loss_mask.sum())} trained", flush=True)
 
     def scored(sized):
@@ -87,7 +102,7 @@ def main(out):
         return batch, score_s
 
     results = []
-    for tokens, rows in SIZES:
+    for tokens, rows in sizes:
         sized = copy.deepcopy(cfg)
         sized.algo.micro_batch_tokens, sized.algo.micro_batch_size = tokens, rows
         for repetition in range(3):
@@ -102,7 +117,7 @@ def main(out):
         json.dump(results, f, indent=1)
 
     sized = copy.deepcopy(cfg)
-    sized.algo.micro_batch_tokens, sized.algo.micro_batch_size = SIZES[0]
+    sized.algo.micro_batch_tokens, sized.algo.micro_batch_size = sizes[0]
     batch, _ = scored(sized)
     for name, fn in (("update", lambda: ragen_mini.update(batch, actor, critic, actor_opt, critic_opt, sized,
                                                           device, generator)),
@@ -117,4 +132,7 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    chosen = args[args.index("--sizes") + 1] if "--sizes" in args else None
+    main(args[0], [tuple(int(n) for n in size.split("x")) for size in chosen.split(",")] if chosen else SIZES,
+         "--whole" in args)
