@@ -1,5 +1,10 @@
 """Small tools shared by the test files."""
 import concurrent.futures
+from pathlib import Path
+
+TINY_YAML = str(Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml")
+# The one-turn Bandit: one action, one turn
+BANDIT = ["env.name=bandit", "env.max_turns=1", "env.max_actions_per_turn=1", "env.max_actions=1"]
 
 
 def two_at_once(run, items):

@@ -23,14 +23,12 @@ import launch  # noqa: E402
 import plots  # noqa: E402
 import ragen_mini  # noqa: E402
 import tiny  # noqa: E402
-from helpers import two_at_once  # noqa: E402
+from helpers import BANDIT, TINY_YAML, two_at_once  # noqa: E402
 
-TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
 SMALL = ["train.device=cpu", "rollout.groups=2", "rollout.group_size=4", "rollout.max_new_tokens=8",
          "rollout.max_context=1024", "env.max_turns=2", "algo.mini_batch_size=4", "algo.micro_batch_size=2",
          "eval.num_seeds=4", "eval.every=1", "eval.samples=1", "warmup.steps=0", "train.iterations=1",
          "checkpoint.every=1"]
-BANDIT = ["env.name=bandit", "env.max_turns=1", "env.max_actions_per_turn=1", "env.max_actions=1"]
 
 
 def exit_message(argv, capsys):

