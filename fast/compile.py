@@ -40,15 +40,18 @@ def padded_forward(forward, input_ids=None, **kwargs):
     """The backbone's forward for the trainer's call (right-padded rows, no attention mask, no KV cache): the
     rows padded on the right to a multiple of WIDTH_STEP, and the hidden states cut back to the given width.
     Causal attention hides the extra columns from the real tokens, as it hides the batch's own padding.
-    The attention runs in flash attention's kernel, not cuDNN's, which plans every new width on the host
-    (micro-batch widths keep changing). Other calls pass through unchanged."""
+    A lone row gets a second row of pads: torch.compile specialises a size of 1, so a micro-batch of one row
+    would compile the layers anew in the middle of a run. The attention runs in flash attention's kernel, not
+    cuDNN's, which plans every new width on the host (micro-batch widths keep changing). Other calls pass
+    through unchanged."""
     if kwargs.get("use_cache") is not False or kwargs.get("attention_mask") is not None:
         return forward(input_ids=input_ids, **kwargs)
-    width = input_ids.shape[1]
-    padded = F.pad(input_ids, (0, rounded_up(width, WIDTH_STEP) - width))  # (b, W), the new columns hold id 0
+    rows, width = input_ids.shape
+    more_rows, more_columns = max(0, 2 - rows), rounded_up(width, WIDTH_STEP) - width
+    padded = F.pad(input_ids, (0, more_columns, 0, more_rows))  # (max(b, 2), W), the new cells hold id 0
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         out = forward(input_ids=padded, **kwargs)
-    out.last_hidden_state = out.last_hidden_state[:, :width]
+    out.last_hidden_state = out.last_hidden_state[:rows, :width]
     return out
 
 
@@ -59,6 +62,8 @@ compiled_logprob_and_entropy = torch.compile(starpo.logprob_and_entropy, dynamic
 def logprob_and_entropy(logits, targets, temperature, with_entropy=True):
     """starpo.logprob_and_entropy, on a GPU compiled into a few fused passes over the bf16 logits where op by
     op a chunk's float32 logits, softmax and their gradients take some twenty passes. On the CPU it is
-    starpo's own. (n, V) logits, (n,) targets -> two (n,)"""
-    function = compiled_logprob_and_entropy if logits.is_cuda else starpo.logprob_and_entropy
+    starpo's own, and so it is for a lone row (a chunk of one token): torch.compile specialises a size of 1,
+    so one row would compile it anew in the middle of a run. (n, V) logits, (n,) targets -> two (n,)"""
+    compiled = logits.is_cuda and len(logits) > 1
+    function = compiled_logprob_and_entropy if compiled else starpo.logprob_and_entropy
     return function(logits, targets, temperature, with_entropy)

@@ -544,21 +544,22 @@ def test_the_fast_gae_equals_compute_gae_on_random_multi_turn_batches(seed):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("width", [5, 8, 13])
-def test_the_padded_forward_gives_the_hidden_states_and_gradients_of_the_plain_one(width):
-    """padded_forward (fast/compile.py) pads the trainer's rows to a multiple of 8 and cuts the hidden states
-    back: they and the weights' gradients equal those of the backbone's own forward on the unpadded rows."""
+@pytest.mark.parametrize("rows, width", [(3, 5), (3, 8), (3, 13), (1, 13)])
+def test_the_padded_forward_gives_the_hidden_states_and_gradients_of_the_plain_one(rows, width):
+    """padded_forward (fast/compile.py) pads the trainer's rows to a multiple of 8 columns and at least 2 rows
+    and cuts the hidden states back: they and the weights' gradients equal those of the backbone's own
+    forward on the unpadded rows."""
     plain, padded = small_model(*ACCEPTED["qwen2 q/k/v biases"]), small_model(*ACCEPTED["qwen2 q/k/v biases"])
     backbone = padded.model
     own_forward = type(backbone).forward.__get__(backbone)
     backbone.forward = functools.partial(fast.compile.padded_forward, own_forward)
-    ids = torch.randint(1, 97, (3, width), generator=torch.Generator().manual_seed(width))
+    ids = torch.randint(1, 97, (rows, width), generator=torch.Generator().manual_seed(width))
     hidden = []
     for model in (plain, padded):
         h = ragen_mini.hidden_states(model.model, ids)
         h.square().mean().backward()
         hidden.append(h.detach())
-    assert hidden[1].shape == (3, width, 64)
+    assert hidden[1].shape == (rows, width, 64)
     torch.testing.assert_close(hidden[1], hidden[0], rtol=1e-5, atol=1e-5)
     for p, q in zip(plain.parameters(), padded.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
@@ -569,7 +570,8 @@ def test_compiled_layers_compute_what_eager_layers_do_and_compile_once(tok_actor
     """fast.compile_backbone, as the fast engine runs scoring and update on a GPU: the hidden states and the
     weight gradients equal those of transformers' eager layers (float32 on the CPU) for three widths, and the
     layers share one compiled code for all of them: one graph, not one per layer (a KV cache in the forward
-    would index by layer), nor one more for a width past a multiple of 8."""
+    would index by layer), nor one more for a width past a multiple of 8, nor for a micro-batch of one row
+    (torch.compile specialises a size of 1)."""
     import copy
 
     from torch._dynamo.utils import counters
@@ -578,10 +580,10 @@ def test_compiled_layers_compute_what_eager_layers_do_and_compile_once(tok_actor
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(3)
-    for width in (9, 14, 24):
-        ids = torch.randint(0, eager.config.vocab_size, (3, width))
+    for rows, width in ((3, 9), (3, 14), (3, 24), (1, 14)):
+        ids = torch.randint(0, eager.config.vocab_size, (rows, width))
         mask = torch.ones_like(ids)
-        mask[1, -4:] = 0  # right padding, as in training batches
+        mask[rows // 2, -4:] = 0  # right padding, as in training batches
         hidden = []
         for model in (eager, compiled):
             model.zero_grad()
@@ -609,6 +611,30 @@ def test_the_compiled_log_softmax_gives_log_probs_and_entropies():
     logp.sum().backward()
     expected = torch.nn.functional.one_hot(targets, 50) / 0.7 - torch.softmax(logits.detach() / 0.7, -1) / 0.7
     torch.testing.assert_close(logits.grad, expected.float(), rtol=1e-5, atol=1e-5)
+
+
+class OnTheGpu(torch.Tensor):
+    """A CPU tensor that says it is on a GPU, to see which function fast.compile.logprob_and_entropy picks."""
+    @property
+    def is_cuda(self):
+        return True
+
+
+def test_a_lone_row_is_scored_by_starpos_own_log_softmax(monkeypatch):
+    """On a GPU the compiled log-softmax scores every chunk but one of a single token, which would compile it
+    anew mid-run (torch.compile specialises a size of 1); starpo's own function scores that one."""
+    rows_compiled = []
+    monkeypatch.setattr(fast.compile, "compiled_logprob_and_entropy",
+                        lambda logits, *args: rows_compiled.append(len(logits)) or
+                        starpo.logprob_and_entropy(logits, *args))
+    generator = torch.Generator().manual_seed(0)
+    for rows in (5, 1, 2):
+        logits = torch.randn(rows, 50, generator=generator).as_subclass(OnTheGpu)
+        targets = torch.randint(0, 50, (rows,), generator=generator)
+        logp, _ = fast.compile.logprob_and_entropy(logits, targets, 0.7)
+        expected = torch.log_softmax(logits.as_subclass(torch.Tensor).double() / 0.7, -1)[range(rows), targets]
+        torch.testing.assert_close(logp.as_subclass(torch.Tensor).double(), expected, rtol=1e-5, atol=1e-5)
+    assert rows_compiled == [5, 2]
 
 
 # ================================================================================================
