@@ -81,6 +81,24 @@ def test_every_number_of_a_verdict_is_in_the_findings_generated_tables(generated
     assert not any(missing.values()), missing
 
 
+def test_every_count_of_runs_or_seeds_of_a_verdict_is_in_the_generated_tables(generated):
+    """"2 of 15 runs" in a verdict is "2 of 15" in the finding's tables, not only a 2 and a 15 somewhere in them:
+    a new run changes the count (2 of 16), and a 15 may stand in any cell."""
+    assert counts("in 2 of 15 runs (†), 3 of 3 seeds; 78 of 775 turns, 1 of 2 runs") == ["2 of 15", "3 of 3",
+                                                                                       "1 of 2"]
+    missing = {n: [c for p in paragraphs for c in counts(p)
+                   if not re.search(rf"(?<![\d.,]){c}(?!\d)", generated[n])]
+               for n, paragraphs in verdict_paragraphs().items()}
+    assert sum(len(counts(p)) for paragraphs in verdict_paragraphs().values() for p in paragraphs) > 10
+    assert not any(missing.values()), missing
+
+
+def counts(text):
+    """The "N of M" of each "N of M runs" or "N of M seeds" in TEXT outside quoted thoughts and code."""
+    prose = re.sub(r"“.*?”|`[^`]*`", " ", text, flags=re.DOTALL)
+    return re.findall(r"(?<![\w.,])(\d+ of \d+) (?:runs|seeds)\b", prose)
+
+
 def test_the_verdict_words_of_the_doc_are_those_of_the_generated_tables(generated):
     """A word the doc gives a finding is one its verdict table prints."""
     for n, paragraphs in verdict_paragraphs().items():
