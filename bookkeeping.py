@@ -75,12 +75,19 @@ class Watchdog:
     stack (faulthandler), and ends the process with exit code 3, which findings.py reports as a failed run.
     Seen on a GPU shared by three runs: one waited forever on a pipe from torch inductor's compile workers,
     holding 31 GB of the card. The checkpoint is not saved from here (the stuck thread may hold the models
-    half-updated): the last one saved is the one to resume from."""
+    half-updated): the last one saved is the one to resume from, and without one the run starts again."""
     EXIT_CODE = 3
 
     def __init__(self, minutes):
         self.limit_s, self.doing, self.since = minutes * 60, "starting", time.monotonic()
         self.ended = threading.Event()
+        self.run_dir = None  # the run's folder, once launch.setup has opened it
+
+    def advice(self):
+        """What the user does next: resume from the run's checkpoint if it saved one, else start it again."""
+        if self.run_dir and os.path.exists(os.path.join(self.run_dir, "checkpoint", "state.pt")):
+            return f"Resume it from its last checkpoint: python ragen_mini.py --resume {self.run_dir}"
+        return "It saved no checkpoint to resume from (checkpoint.every): start it again."
 
     def beat(self, doing):
         self.doing, self.since = doing, time.monotonic()
@@ -99,8 +106,7 @@ class Watchdog:
             if idle > self.limit_s:
                 sys.stderr.write(f"\nerror: the run has not moved for {idle / 60:.1f} minutes (train.stall_min="
                                  f"{self.limit_s / 60:g}) while {self.doing}; every thread's stack follows, "
-                                 f"then the run ends (exit code {self.EXIT_CODE}). Resume from its last "
-                                 "checkpoint with --resume RUN_DIR.\n")
+                                 f"then the run ends (exit code {self.EXIT_CODE}). {self.advice()}\n")
                 faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
                 sys.stderr.flush()
                 os._exit(self.EXIT_CODE)

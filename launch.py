@@ -79,6 +79,8 @@ def setup(cfg_dict, resume_dir, ctrl_c=None, watchdog=None):
     beat = watchdog.beat if watchdog else (lambda doing: None)  # a run that stops moving ends (Watchdog)
     run_log.check_installed(cfg_dict["train"]["log_to"])  # a missing package: one line, before any model
     run_dir, made = open_run_folder(namespace(cfg_dict), resume_dir)
+    if watchdog:
+        watchdog.run_dir = run_dir  # a run that stops moving is told to resume from here, or to start again
     try:
         run = build_run(cfg_dict, run_dir, resume_dir, beat)
     except BaseException:

@@ -1319,29 +1319,41 @@ STALLED = """
 import sys, time
 sys.path.insert(0, {root!r})
 import ragen_mini
+real_rollout, calls = ragen_mini.play_episodes, []
 def rollout_that_never_returns(*args, **kwargs):
-    time.sleep(3600)
+    calls.append(1)
+    if len(calls) == {stuck_at}:
+        time.sleep(3600)
+    return real_rollout(*args, **kwargs)
 ragen_mini.play_episodes = rollout_that_never_returns
 ragen_mini.main({argv!r})
 """
 
 
 @pytest.mark.slow
-def test_a_run_that_stops_moving_says_so_and_ends(tmp_path):
-    """A rollout that never returns (a stand-in for a run waiting forever, on compile workers say): with
-    train.stall_min=0.05 (3 s) the watchdog says what the run was doing, prints every thread's stack (the
-    stuck call among them) and ends the process with exit code 3, within seconds, not an hour. The rollout is
-    the iteration's first step, so the 3 s cannot run out in an earlier one on a busy machine."""
-    argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", "train.stall_min=0.05",
-            f"run_dir={tmp_path / 'run'}"]
+@pytest.mark.parametrize("stuck_in, every, stall_min", [(1, 0, 0.05), (2, 1, 0.15)])
+def test_a_run_that_stops_moving_says_so_and_ends(tmp_path, stuck_in, every, stall_min):
+    """A rollout that never returns (a stand-in for a run waiting forever, on compile workers say): the
+    watchdog says what the run was doing, prints every thread's stack (the stuck call among them) and ends the
+    process with exit code 3, within seconds, not an hour; then what to do: start again when no checkpoint was
+    saved (stuck in iteration 1, checkpoint.every=0), resume from the one saved at iteration 1 (stuck in 2,
+    checkpoint.every=1). The rollout is the iteration's first step, so the stall cannot run out in an earlier
+    one on a busy machine (3 s; 9 s where iteration 1 runs whole and saves its checkpoint)."""
+    run_dir = tmp_path / "run"
+    argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", f"train.stall_min={stall_min}",
+            f"checkpoint.every={every}", f"run_dir={run_dir}"]
     started = time.monotonic()
-    stalled = subprocess.run([sys.executable, "-c", STALLED.format(root=str(ROOT), argv=argv)],
+    stalled = subprocess.run([sys.executable, "-c", STALLED.format(root=str(ROOT), argv=argv, stuck_at=stuck_in)],
                              capture_output=True, text=True, timeout=300)
     assert stalled.returncode == 3, stalled.stderr[-2000:]
     assert time.monotonic() - started < 120
-    assert "error: the run has not moved for" in stalled.stderr and "while in iteration 1" in stalled.stderr
+    assert "error: the run has not moved for" in stalled.stderr
+    assert f"while in iteration {stuck_in};" in stalled.stderr
     assert "rollout_that_never_returns" in stalled.stderr  # the stuck thread's stack
-    assert "Resume from its last checkpoint" in stalled.stderr
+    resume = f"Resume it from its last checkpoint: python ragen_mini.py --resume {run_dir}\n"
+    again = "It saved no checkpoint to resume from (checkpoint.every): start it again.\n"
+    assert (resume in stalled.stderr, again in stalled.stderr) == (every > 0, every == 0)
+    assert (run_dir / "checkpoint" / "state.pt").exists() == (every > 0)
 
 
 @pytest.mark.slow
