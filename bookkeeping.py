@@ -85,7 +85,7 @@ class Watchdog:
 
     def advice(self):
         """What the user does next: resume from the run's checkpoint if it saved one, else start it again."""
-        if self.run_dir and os.path.exists(os.path.join(self.run_dir, "checkpoint", "state.pt")):
+        if self.run_dir and latest_checkpoint(self.run_dir):
             return f"Resume it from its last checkpoint: python ragen_mini.py --resume {self.run_dir}"
         return "It saved no checkpoint to resume from (checkpoint.every): start it again."
 
