@@ -71,7 +71,11 @@ RANGES = {
 }
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+# libyaml's safe loader where PyYAML was built with it (ten times faster than the pure-Python one), else that one
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class UniqueKeyLoader(YAML_LOADER):
     """YAML that refuses a key given twice in one mapping: plain YAML keeps the last, so a second `algo:`
     section would silently replace the first one's keys."""
 
@@ -85,22 +89,20 @@ class UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
-    def compose_node(self, parent, index):
-        """No anchors (&name) or aliases (*name): a config never needs them, and nine nested aliases of
-        nine items each (the "billion laughs") make a few hundred bytes stand for a billion values, which
-        any message or check that walks them would spend minutes and gigabytes on. Refused before any value
-        is built."""
-        event = self.peek_event()
+
+def parse_yaml(text):
+    """The one YAML reader for config files, run folders' config.yaml and override values (TEXT, a string):
+    safe (data only), a key given twice refused, no anchors or aliases.
+
+    No anchors (&name) or aliases (*name): a config never needs them, and nine nested aliases of nine items
+    each (the "billion laughs") make a few hundred bytes stand for a billion values, which any message or
+    check that walks them would spend minutes and gigabytes on. The parser's events are read first, so they
+    are refused before any value is built."""
+    for event in yaml.parse(text, Loader=YAML_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise ConfigError(f"line {event.start_mark.line + 1} uses a YAML anchor or alias "
                               f"(&{event.anchor} / *{event.anchor}), which a config may not: write the "
                               "value out in full")
-        return super().compose_node(parent, index)
-
-
-def parse_yaml(text):
-    """The one YAML reader for config files, run folders' config.yaml and override values: safe (data only),
-    a key given twice refused, no anchors or aliases."""
     return yaml.load(text, Loader=UniqueKeyLoader)
 
 
@@ -161,7 +163,7 @@ def _flat_keys(tree, prefix=""):
 def read_schema():
     """config.yaml next to this file: every key with its default (and so its type)."""
     with open(os.path.join(HERE, "config.yaml")) as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=YAML_LOADER)
 
 
 def load_config(path=None, overrides=()):
@@ -236,7 +238,7 @@ def read_config_file(path):
     """A YAML mapping of sections, like config.yaml; anything else stops here with the file named."""
     try:
         with open(path, encoding="utf-8") as f:
-            user = parse_yaml(f)
+            user = parse_yaml(f.read())
     except UnicodeDecodeError as error:
         raise ConfigError(f"config file {path} is not UTF-8 text ({error.reason} at byte {error.start}); "
                           "save it as UTF-8") from None

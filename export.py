@@ -310,7 +310,7 @@ def key_tree(path=KEY_TREE):
     base.yaml. Returns ({path: default}, the header's comment lines)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    sections = yaml.safe_load(text)
+    sections = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # config.YAML_LOADER's choice
     tree = {}
     for name in ("verl_ppo_trainer", "ragen_envs", "ragen_base"):
         tree.update(sections[name]["keys"])

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import yaml
 
+import config
 import envs
 import plots
 import viewer
@@ -191,8 +192,8 @@ def load(runs, name):
     path = os.path.join(run_dir, "config.yaml")
     cfg = {}
     if os.path.exists(path):
-        with open(path) as f:
-            cfg = yaml.safe_load(f) or {}
+        with open(path, encoding="utf-8") as f:
+            cfg = config.parse_yaml(f.read()) or {}
     return Run(os.path.basename(run_dir), run_dir, rows, cfg)
 
 
