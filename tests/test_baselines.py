@@ -51,6 +51,7 @@ def test_value_iteration_hand_worked_map():
     assert greedy_action(env, values, (0, 1), 5) == "Right"
 
 
+@pytest.mark.slow
 def test_value_iteration_matches_monte_carlo_of_its_policy():
     for seed in EVAL_SEEDS[:3]:
         env = make_env("frozenlake")
@@ -193,6 +194,7 @@ def test_the_evaluation_seeds_give_the_stored_puzzles():
     assert not changed, f"the generator changed on {changed[:5]}: run python course/hidden/make_fixtures.py"
 
 
+@pytest.mark.slow
 def test_random_policy_sokoban_exact():
     """The random policy's success against the exact chance: stored P(t uniform random moves solve the puzzle),
     t = 0..10, weighted by the chance of getting t actions."""

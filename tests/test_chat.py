@@ -418,6 +418,7 @@ def tiny_model(vocab):
 
 @pytest.mark.parametrize("engine", ["hf", "fast"])
 @pytest.mark.parametrize("style_name", ["qwen", "llama"])
+@pytest.mark.slow
 def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, style_name, engine, monkeypatch):
     style = request.getfixturevalue(style_name)
     tok = style.tokenizer

@@ -47,6 +47,7 @@ def test_code_version_is_the_commit_and_whether_tracked_files_changed(tmp_path):
     assert bookkeeping.code_version(plain) == {"commit": "", "clean": False}
 
 
+@pytest.mark.slow
 def test_a_run_records_this_checkouts_commit_and_a_given_one_is_replaced(tmp_path):
     """The config given may carry another run's record (a run folder's config.yaml reused with --config): the
     new run writes its own."""

@@ -50,6 +50,7 @@ def test_malformed_regions_are_refused(text, problem):
 
 
 @instructor_only
+@pytest.mark.slow
 def test_the_stored_fixtures_match_their_references_and_the_solution():
     sys.path.insert(0, str(ROOT / "course" / "hidden"))
     import make_fixtures
@@ -63,6 +64,7 @@ def shipped_sources():
 
 
 @instructor_only
+@pytest.mark.slow
 def test_no_shipped_file_implements_an_exercise():
     """A test that wraps a shipped reference cannot pass: no function of the student copy computes an exercise
     (course/fingerprints.py), visible course tests and the project's tests (tests/) included."""

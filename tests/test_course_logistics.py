@@ -193,6 +193,7 @@ def run_autograder(root, files):
 
 
 @instructor_only
+@pytest.mark.slow
 def test_the_gradescope_archive_has_gradescope_layout_and_no_solution(autograder):
     root, modes = autograder
     source = root / "source"

@@ -101,6 +101,7 @@ def played_by_generate():
 
 @pytest.mark.parametrize("family, max_context, window_step",
                          [("qwen2", 1024, 256), ("qwen2", 785, 256), ("llama", 785, 256), ("qwen2", 785, 1)])
+@pytest.mark.slow
 def test_multi_turn_rollouts_equal_generate_and_later_turns_feed_only_new_tokens(tok_actor, family, max_context,
                                                                                   window_step, monkeypatch,
                                                                                   played_by_generate):
@@ -375,6 +376,7 @@ def test_configurations_the_forward_cannot_follow_are_refused(name, extra, why):
 
 
 @pytest.mark.parametrize("name", ["qwen2 q/k/v biases", "llama rope yarn"])
+@pytest.mark.slow
 def test_the_decoding_step_traces_as_one_graph(name):
     """torch.compile(fullgraph=True) of the decoding step, as the decoder compiles it on a GPU: traced here
     without code generation (the eager backend), so a construct that breaks the graph fails on the CPU too."""
@@ -390,6 +392,7 @@ def test_the_decoding_step_traces_as_one_graph(name):
     assert token.shape == (2,)
 
 
+@pytest.mark.slow
 def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache():
     """The decoder passes each turn's window, a multiple of WINDOW_STEP up to rollout.max_context, to its
     compiled step. torch.compile specialises on the first window, then compiles once for any window; a window
@@ -412,6 +415,7 @@ def test_the_decoding_step_compiles_twice_for_every_window_up_to_the_whole_cache
     assert len(graphs) == 2
 
 
+@pytest.mark.slow
 def test_the_prefill_layer_traces_once_for_all_layers_and_widths():
     """On a GPU the decoder compiles decoder_layer for the prefills, for any width: one graph must serve
     every layer (their modules differ, the code does not) and, after the first turn, every width and

@@ -301,6 +301,7 @@ def test_drawing_every_finding_from_kept_runs_writes_only_its_figure_and_table(t
     assert all(len(drawn[f"plots/finding{n}.png"]) > 10_000 for n in findings.FINDINGS)
 
 
+@pytest.mark.slow
 def test_a_run_without_a_metric_is_drawn_without_it_and_said_so(tmp_path, scratch, capsys):
     """Finding 3 reads the in-group reward std and the entropy: a run whose metrics.jsonl lacks them (logged
     before they existed, or edited) is left out of those panels with a note, and its table row says so."""

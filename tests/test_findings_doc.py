@@ -75,12 +75,14 @@ def test_every_finding_has_a_verdict_and_a_summary_row():
     assert all(len(found) == 2 for found in paragraphs.values()), {n: len(p) for n, p in paragraphs.items()}
 
 
+@pytest.mark.slow
 def test_every_number_of_a_verdict_is_in_the_findings_generated_tables(generated):
     missing = {n: [x for p in paragraphs for x in numbers(p) if not appears(x, generated[n])]
                for n, paragraphs in verdict_paragraphs().items()}
     assert not any(missing.values()), missing
 
 
+@pytest.mark.slow
 def test_every_count_of_runs_or_seeds_of_a_verdict_is_in_the_generated_tables(generated):
     """"2 of 15 runs" in a verdict is "2 of 15" in the finding's tables, not only a 2 and a 15 somewhere in them:
     a new run changes the count (2 of 16), and a 15 may stand in any cell."""

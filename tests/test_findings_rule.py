@@ -340,6 +340,7 @@ def test_each_run_gets_the_gpu_it_was_placed_on(monkeypatch):
     assert findings.device_names(2) == ["3", "GPU-ab12"]
 
 
+@pytest.mark.slow
 def test_run_all_packs_the_runs_onto_the_gpus_by_their_needs(tmp_path, monkeypatch, capsys):
     """Two GPUs of 100 GiB, runs of 60 GiB (no measured peak: RUN_GIB): one on each GPU at a time, never two on
     one; each run sees only its own GPU. The fake run records its CUDA_VISIBLE_DEVICES and how many runs were

@@ -453,6 +453,7 @@ def test_children_run_as_the_given_user(tmp_path):
     assert status == {"envs": None} and blocked == {}
 
 
+@pytest.mark.slow
 def test_what_a_child_starts_in_its_group_ends_with_it(tmp_path):
     """envs.py, imported in the import check, forks a process that stays in the child's process group and would
     sleep a minute: it is killed as the child ends, while the server still serves (not only at the stage's end)."""

@@ -122,6 +122,7 @@ def test_own_thoughts_come_from_the_model_under_the_thought_prompt(tok_actor, mo
         assert reply[-1] == chat.end_of_turn_id
 
 
+@pytest.mark.slow
 def test_the_warmup_trains_on_thoughts_and_format_or_on_the_format_alone(tok_actor, monkeypatch):
     """warmup.thought_loss: the loss covers each reply whole, or only from its closing tag on."""
     tok, actor = tok_actor

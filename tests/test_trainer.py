@@ -481,7 +481,8 @@ def test_rollout_masks_with_llm_policy(tok_actor):
 # ================================================================================================
 # 4. Sampling is exactly softmax(logits / T), whatever the model's generation_config says
 # ================================================================================================
-@pytest.mark.parametrize("engine", ["hf", pytest.param("fast", marks=pytest.mark.slow)])  # fast: 4,000 rows
+@pytest.mark.parametrize("engine", ["hf", "fast"])
+@pytest.mark.slow  # 4,000 rows
 def test_sampling_is_exactly_softmax_over_temperature(tok_actor, engine):
     """Two contexts of different lengths in one left-padded batch, one sampled token each."""
     tok, actor = tok_actor
@@ -687,6 +688,7 @@ def response_positions(t):
     return [j for j in range(len(t.ids) - 1) if t.sampled[j + 1] == 1]
 
 
+@pytest.mark.slow
 def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
     tok, actor0 = tok_actor
     cfg = ns("env.name=sokoban", "rollout.temperature=0.7", "algo.filter_ratio=1.0", "algo.mini_batch_size=4",
@@ -722,6 +724,7 @@ def test_ratio_is_one_before_the_first_optimizer_step(tok_actor, monkeypatch):
         assert (torch.exp(logp - old_logp)[on] - 1).abs().max() < 1e-4
 
 
+@pytest.mark.slow
 def test_gae_advantages_skip_observation_tokens(tok_actor):
     tok, actor0 = tok_actor
     cfg = ns("env.name=sokoban", "env.max_turns=3", "algo.estimator=gae", "algo.gamma=0.9", "algo.lam=0.8",
@@ -789,6 +792,7 @@ def test_grpo_advantages_and_reward_position(tok_actor):
         assert (batch.advantages[b, others] == 0).all()
 
 
+@pytest.mark.slow
 def test_micro_batch_accumulation_equals_one_big_batch(tok_actor):
     """Pitfall 8: accumulating micro-batches must give the mini-batch token mean's gradient exactly,
     whatever the micro-batch size (trajectories have different numbers of response tokens)."""
@@ -872,6 +876,7 @@ def test_micro_batches_are_the_greedy_slices_under_both_limits(seed):
         start = end
 
 
+@pytest.mark.slow
 def test_first_update_after_warmup_uses_only_the_rl_gradient(tok_actor):
     """train() runs format_warmup, builds the critic from the warmed-up actor, then update(): the
     first RL step must not carry the warm-up's leftover gradients."""

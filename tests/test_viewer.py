@@ -299,6 +299,7 @@ def test_no_reply_forges_an_episode_or_a_tag_in_the_page(tmp_path):
         assert text.count(f'<div class="said">{shown}</div>') == 1, k
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_neither_stops_the_records_nor_the_page(tmp_path):
     run_dir = run_copy(tmp_path, "sokoban")
     record = hostile_records()[4]
