@@ -415,10 +415,16 @@ def answers_of(run):
             if title in solved}
 
 
+# direction words that name no move: the prompt's count of the actions remaining ("9 actions left") and the
+# idioms the kept runs' thoughts use ("pick up the box", "break it down", "make up to 10 actions", "right-hand")
+NO_MOVE = re.compile(r"\b(actions?|turns?|moves?) left\b|\bpick(s|ed|ing)? up\b|\b(break|breaks|breaking|broke|broken)"
+                     r" (it |this |the puzzle )?down\b|\bup to \d|\b(right|left)-hand\b", re.IGNORECASE)
+
+
 def named(thought, actions):
-    """The actions (or the Bandit's arms) a thought names, as whole words in any case. "N actions left" (the
-    prompt's count of the actions remaining) is not the direction Left."""
-    text = re.sub(r"\b(actions?|turns?|moves?) left\b", " ", thought, flags=re.IGNORECASE)
+    """The actions (or the Bandit's arms) a thought names, as whole words in any case, once NO_MOVE's phrases
+    are taken out: "You should go left." names Left; "Pick up the box, 9 actions left." names none."""
+    text = NO_MOVE.sub(" ", thought)
     return {a for a in actions if re.search(rf"\b{re.escape(a)}\b", text, re.IGNORECASE)}
 
 
@@ -988,7 +994,8 @@ def draw_finding7(runs):
                          f"{h['elsewhere'] / h['naming'] if h['naming'] else 0:.3f} | "
                          + ", ".join(f"{i} ({e} of {n})" for i, e, n in sorted(h["by_evaluation"]) if e) + " |")
     return (table + "\n\nHallucinated reasoning: the evaluation thoughts that name actions (or arms) but none "
-            "of those the turn answered. The answers are answers.json's (samples.jsonl's); runs kept without "
+            "of those the turn answered (a direction word in a phrase that names no move, such as \"pick up the box\", "
+            "is not read as one: findings.NO_MOVE). The answers are answers.json's (samples.jsonl's); runs kept without "
             "them have known answers only on the Bandit, at evaluations that scored 1.000 (every answer the "
             "high arm).\n\n" + "\n".join(lines)), fig
 

@@ -223,6 +223,17 @@ def test_thoughts_that_name_another_action_than_the_one_answered(tmp_path):
     # the fifth turn's think block is empty: a turn, but no thought
     assert findings.hallucinations(run) == {"evaluations": 1, "turns": 5, "thinking": 4, "naming": 2, "elsewhere": 1,
                                             "by_evaluation": [(10, 1, 5)]}
+    # phrases with a direction word that name no move, each answered otherwise: none names an action; the
+    # same words as moves do ("Pick up the box, then go Down." names Down, answered Up: elsewhere)
+    folder = write_run(tmp_path, "sokoban-starpo-s-seed1", {0: 0.2, 10: 0.2})
+    idioms = ["You should pick up the box.", "Let's break it down step by step.", "Picking up speed.",
+              "You can make up to 10 actions.", "Breaking down the puzzle helps.", "Mind the right-hand wall."]
+    (folder / "thoughts.json").write_text(json.dumps({"Evaluation at iteration 10": {
+        "1": [*idioms, "Pick up the box, then go Down.", "Push it up."]}}))
+    (folder / "answers.json").write_text(json.dumps({"Evaluation at iteration 10": {
+        "1": [["Down"], ["Left"], ["Right"], ["Left"], ["Up"], ["Left"], ["Up"], ["Up"]]}}))
+    assert findings.hallucinations(findings.load(str(tmp_path), "sokoban-starpo-s-seed1")) == {
+        "evaluations": 1, "turns": 8, "thinking": 8, "naming": 2, "elsewhere": 1, "by_evaluation": [(10, 1, 8)]}
     # reasoning off, or no thoughts kept: nothing to count
     folder = write_run(tmp_path, "bandit-no-think-seed0", {0: 0.5, 10: 1.0}, {**bandit, "rollout": {"think": False}})
     assert findings.hallucinations(findings.load(str(tmp_path), "bandit-no-think-seed0")) is None
