@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import yaml
 
-import config
 import envs
 import plots
 import viewer
@@ -192,8 +191,8 @@ def load(runs, name):
     path = os.path.join(run_dir, "config.yaml")
     cfg = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            cfg = config.parse_yaml(f.read()) or {}
+        with open(path, encoding="utf-8") as f:  # libyaml's loader, config.YAML_LOADER's choice (config loads torch)
+            cfg = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     return Run(os.path.basename(run_dir), run_dir, rows, cfg)
 
 
@@ -994,10 +993,10 @@ def draw_finding7(runs):
                          f"{h['elsewhere'] / h['naming'] if h['naming'] else 0:.3f} | "
                          + ", ".join(f"{i} ({e} of {n})" for i, e, n in sorted(h["by_evaluation"]) if e) + " |")
     return (table + "\n\nHallucinated reasoning: the evaluation thoughts that name actions (or arms) but none "
-            "of those the turn answered (a direction word in a phrase that names no move, such as \"pick up the box\", "
-            "is not read as one: findings.NO_MOVE). The answers are answers.json's (samples.jsonl's); runs kept without "
-            "them have known answers only on the Bandit, at evaluations that scored 1.000 (every answer the "
-            "high arm).\n\n" + "\n".join(lines)), fig
+            "of those the turn answered (a direction word in a phrase that names no move, such as \"pick up the "
+            "box\", is not read as one: findings.NO_MOVE). The answers are answers.json's (samples.jsonl's); runs "
+            "kept without them have known answers only on the Bandit, at evaluations that scored 1.000 (every "
+            "answer the high arm).\n\n" + "\n".join(lines)), fig
 
 
 FINDINGS = {  # number -> (the paper's claim, in short; the runs it needs; its drawing)
