@@ -13,7 +13,6 @@ import math
 import os
 from types import SimpleNamespace
 
-import torch
 import yaml
 
 from envs import ENVS, copy_env, make_env
@@ -315,6 +314,7 @@ def check_config(cfg, failed=()):
     errors += [message for keys, ok, message in rules if not ok and not mistyped & set(keys)]
     if "run_dir" not in mistyped:
         collect(errors, check_run_dir, cfg["run_dir"])
+    import torch  # here alone: findings.py, export.py and the viewer read YAML through this module without torch
     if cfg["train"]["device"] == "cuda" and not torch.cuda.is_available():
         errors.append("train.device=cuda but no CUDA GPU is visible; use train.device=cpu")
     if cfg["env"]["name"] in ENVS and not any(key.startswith("env.") for key in unsound):

@@ -30,6 +30,8 @@ import sys
 
 import yaml
 
+import config
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY_TREE = os.path.join(HERE, "docs", "ragen_config", "key_tree.yaml")
 TARGETS = ("ragen",)
@@ -310,7 +312,7 @@ def key_tree(path=KEY_TREE):
     base.yaml. Returns ({path: default}, the header's comment lines)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    sections = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # config.YAML_LOADER's choice
+    sections = yaml.load(text, Loader=config.YAML_LOADER)
     tree = {}
     for name in ("verl_ppo_trainer", "ragen_envs", "ragen_base"):
         tree.update(sections[name]["keys"])
@@ -543,9 +545,6 @@ def markdown_table():
 def main(argv=None):
     """python export.py [--to ragen] [--gpus N] (RUN_DIR | --config FILE) [KEY=VALUE ...]. Prints the command,
     or one line saying what is wrong; returns the exit status (0, or 2 for bad input)."""
-    # here, not at the top: config imports torch, which `python export.py --help` need not wait for
-    import config
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="export.py")
     parser.add_argument("--to", default="ragen", help="the target (only: ragen)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs RAGEN is to use on its node (default 1)")

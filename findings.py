@@ -35,8 +35,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-import yaml
-
+import config
 import envs
 import plots
 import viewer
@@ -191,8 +190,8 @@ def load(runs, name):
     path = os.path.join(run_dir, "config.yaml")
     cfg = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:  # libyaml's loader, config.YAML_LOADER's choice (config loads torch)
-            cfg = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        with open(path, encoding="utf-8") as f:
+            cfg = config.parse_yaml(f.read()) or {}
     return Run(os.path.basename(run_dir), run_dir, rows, cfg)
 
 

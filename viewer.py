@@ -56,6 +56,7 @@ import sys
 
 import yaml
 
+import config
 import envs
 
 
@@ -150,11 +151,10 @@ def group_evaluations(records, source):
 
 def read_env_config(run_dir):
     """The env section of RUN_DIR/config.yaml as a dict, or None when the file is missing or unreadable."""
-    from config import ConfigError, parse_yaml  # the project's one YAML reader (no aliases); it loads torch
     try:
         with open(os.path.join(run_dir, "config.yaml"), encoding="utf-8") as f:
-            env = parse_yaml(f.read()).get("env")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError, AttributeError):
+            env = config.parse_yaml(f.read()).get("env")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, config.ConfigError, AttributeError):
         return None
     return env if isinstance(env, dict) else None
 
