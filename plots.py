@@ -100,6 +100,7 @@ def figure(run_dirs, labels=None):
         ax.set_xlabel("iteration")
         ax.set_ylabel(Y_LABELS[title], fontsize=9)
         ax.grid(alpha=0.3)
+        ax.locator_params(nbins=5)  # a few ticks an axis: each is text that every refresh lays out again
     handles = [Line2D([], [], color=f"C{i}", label=label) for i, label in enumerate(labels)]
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False, fontsize=11)
     legend_rows = -(-len(handles) // 4)
