@@ -104,8 +104,8 @@ def figure(run_dirs, labels=None):
     handles = [Line2D([], [], color=f"C{i}", label=label) for i, label in enumerate(labels)]
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False, fontsize=11)
     legend_rows = -(-len(handles) // 4)
-    # margins fixed for this page of 20 x 11 inches, with room above the panels for the legend (tight_layout would
-    # measure every label again on each refresh: 0.5-1 s a plot)
+    # margins fixed for this page of 20 x 11 inches, with room above the panels for the legend: tight_layout would
+    # lay out every label again at each refresh, the page's costliest part
     fig.subplots_adjust(left=0.04, right=0.992, bottom=0.053, top=0.933 - 0.02 * legend_rows, wspace=0.175,
                         hspace=0.39)
     return fig
