@@ -29,6 +29,7 @@ Events:
 """
 import ctypes
 import functools
+import gc
 import importlib
 import json
 import os
@@ -202,6 +203,9 @@ def serve(control, modules):
                 getattr(module, attribute)
         except Exception:  # not installed, or broken: a child that needs it imports it itself, and says why
             pass
+    # What is imported now lives as long as the process: out of the cycle collector's full passes, two of which end
+    # each child's pytest session and would walk all of torch's and transformers' objects (half a second a child)
+    gc.freeze()
     statuses = {}  # pid -> the status pipe of a child that has not ended yet
     while True:
         if select.select([control], [], [], REAP_SECONDS)[0]:

@@ -493,20 +493,28 @@ def test_llm_policy_stops_on_a_stop_id_that_is_not_the_end_of_turn(request, styl
 # ================================================================================================
 # 4. The real SmolLM2-135M-Instruct: one greedy turn = a plain argmax loop over unpadded forwards
 # ================================================================================================
-@pytest.mark.slow
-@pytest.mark.parametrize("engine", ["hf", "fast"])
-def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, engine, monkeypatch):
+@pytest.fixture(scope="module")
+def smollm2_greedy(smollm2_loaded):
+    """(contexts, their greedy replies by greedy_plain) of three questions of different lengths to SmolLM2: one
+    plain decoding for both engines below."""
     tok, model = smollm2_loaded
-    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.engine={engine}", "rollout.max_new_tokens=8",
-                                               "rollout.max_context=1024"]))
-    chat = rollout.chat_format(tok, model.generation_config)
     contexts = [encode(tok, tok.apply_chat_template(
         [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
         add_generation_prompt=True, tokenize=False)) for question in
         ("Reply with the single word: yes.", "What is 2 + 2? Answer with one number.",
          "Name the capital of France, then say how many letters its name has. Reply in one short sentence.")]
+    return contexts, [greedy_plain(model, c, {2}, 8) for c in contexts]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["hf", "fast"])
+def test_smollm2_greedy_turn_matches_plain_decoding(smollm2_loaded, smollm2, smollm2_greedy, engine, monkeypatch):
+    tok, model = smollm2_loaded
+    cfg = namespace(load_config(SMOLLM2_YAML, [f"rollout.engine={engine}", "rollout.max_new_tokens=8",
+                                               "rollout.max_context=1024"]))
+    chat = rollout.chat_format(tok, model.generation_config)
+    contexts, expected = smollm2_greedy
     assert 20 <= len(contexts[0]) < len(contexts[2]) - 5 and len(contexts[2]) <= 80  # left padding happens
-    expected = [greedy_plain(model, c, {2}, 8) for c in contexts]
     # one answer ends early with <|im_end|> (the row then idles while the others go on), one is cut
     assert any(e[-1] == 2 and len(e) < 8 for e in expected) and any(len(e) == 8 and 2 not in e for e in expected)
     was_training = model.training

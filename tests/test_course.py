@@ -95,8 +95,9 @@ def student_copy(tmp_path_factory):
     return out
 
 
-def run_python(copy, code):
-    return subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True, text=True, timeout=300)
+def run_python(copy, code, *args):
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=copy, env=ONE_THREAD, capture_output=True,
+                          text=True, timeout=600)
 
 
 def solution_lines():
@@ -177,53 +178,44 @@ def test_the_student_copy_with_every_exercise_done_passes_its_unit_tests(tmp_pat
         assert " passed" in done.stdout.splitlines()[-1]
 
 
-@instructor_only
-@pytest.mark.slow
-def test_every_stub_raises_and_names_its_exercise(student_copy):
-    calls = {"sokoban_move": "({(0, 0), (0, 1)}, set(), (0, 0), 'Right')",
-             "parse_answer": "('<think></think><answer>Up</answer>', ['Up'], 1)",
-             "token_level_rewards": "(torch.zeros(1), torch.ones(1, 2))",
-             "compute_gae": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), 1.0, 1.0)",
-             "compute_grpo_advantages": "(torch.zeros(2), torch.zeros(2))",
-             "policy_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.28)",
-             "value_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.5)",
-             "select_groups_by_reward_std": "(torch.zeros(2), torch.zeros(2), 0.5)",
-             "append_reply": "([], [], [1], None)",
-             "token_logprobs": "(None, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 1), NS(rollout=NS("
-                               "temperature=1.0), algo=NS(logits_chunk=1)))",
-             "loss_normalizer": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
-             "update": "(NS(loss_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
+# What the tests below run in the copy, each a Python process of its own (in_the_copy): every stub called with
+# arguments of the shapes it takes, the untouched parts run, and pytest on the tests of marked and unmarked code.
+STUB_CALLS = {"sokoban_move": "({(0, 0), (0, 1)}, set(), (0, 0), 'Right')",
+              "parse_answer": "('<think></think><answer>Up</answer>', ['Up'], 1)",
+              "token_level_rewards": "(torch.zeros(1), torch.ones(1, 2))",
+              "compute_gae": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), 1.0, 1.0)",
+              "compute_grpo_advantages": "(torch.zeros(2), torch.zeros(2))",
+              "policy_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.2, 0.28)",
+              "value_loss": "(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), 0.5)",
+              "select_groups_by_reward_std": "(torch.zeros(2), torch.zeros(2), 0.5)",
+              "append_reply": "([], [], [1], None)",
+              "token_logprobs": "(None, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 1), NS(rollout=NS("
+                                "temperature=1.0), algo=NS(logits_chunk=1)))",
+              "loss_normalizer": "(torch.ones(1, 2), torch.ones(1, 2), 1, 'token-mean')",
+              "update": "(NS(loss_mask=torch.ones(1, 2)), None, None, None, None, None, None, None)"}
+
+
+def call_the_stubs():
+    """Python that calls every stub and prints what it raised."""
     code = ["import torch, envs, starpo, rollout, ragen_mini", "from types import SimpleNamespace as NS"]
-    for function, args in calls.items():
+    for function, args in STUB_CALLS.items():
         module = next(m for m, name, _ in adapters.EXERCISES.values() if name == function)
         code.append(f"try:\n    {module}.{function}{args}\n    print('{function} returned')\n"
                     f"except NotImplementedError as e:\n    print('{function}', e)")
-    done = run_python(student_copy, "\n".join(code))
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    for exercise, function in EXERCISES.items():
-        assert lines[function] == f"exercise {exercise}: implement this (see course/{exercise}.md)", done.stdout
-        assert (student_copy / "course" / f"{exercise}.md").is_file(), exercise
+    return "\n".join(code)
 
 
-@instructor_only
-@pytest.mark.slow
-def test_the_untouched_parts_run_in_the_copy(student_copy):
-    """Unmarked code is the project's own: FrozenLake and the Bandit play, the trainer imports, unmarked
-    starpo works. (Sokoban needs ex1: its moves are the exercise.)"""
-    done = run_python(student_copy, "import ragen_mini, starpo, torch\nfrom envs import make_env\n"
-                                    "env = make_env('frozenlake'); env.reset(0); env.step('Up')\n"
-                                    "env = make_env('bandit'); env.reset(0); env.step(env.actions[0])\n"
-                                    "print(float(starpo.masked_mean(torch.tensor([[1., 3.]]), torch.ones(1, 2))))")
-    assert done.returncode == 0 and done.stdout.strip() == "2.0", done.stderr
-    assert not (student_copy / "course" / "hidden").exists()
-    assert "course/grade.py" in (student_copy / "START_HERE.md").read_text()
-
-
-# Several pytest runs in one process of the copy (torch and transformers are imported once, not once a run): each
-# argument list is a pytest.main of its own, a session with its own selection, exit code and report (its stdout).
+RUN_THE_UNTOUCHED_PARTS = ("import ragen_mini, starpo, torch\nfrom envs import make_env\n"
+                           "env = make_env('frozenlake'); env.reset(0); env.step('Up')\n"
+                           "env = make_env('bandit'); env.reset(0); env.step(env.actions[0])\n"
+                           "print(float(starpo.masked_mean(torch.tensor([[1., 3.]]), torch.ones(1, 2))))")
+# Several pytest runs in one process of the copy (torch and transformers are imported once, not once a run, and
+# frozen out of the cycle collector's full passes that end each run): each argument list is a pytest.main of its
+# own, a session with its own selection, exit code and report (its stdout).
 PYTEST_RUNS = """
-import contextlib, io, json, sys
-import pytest
+import contextlib, gc, io, json, sys
+import pytest, torch, transformers
+gc.freeze()
 done = []
 for args in json.loads(sys.argv[1]):
     report = io.StringIO()
@@ -232,24 +224,48 @@ for args in json.loads(sys.argv[1]):
     done.append([int(code), report.getvalue()])
 print(json.dumps(done))
 """
+MARKED_AND_UNMARKED = (  # the tests of the marked functions, of Sokoban's moves and the parser, of unmarked code
+    ["tests/test_starpo.py", "-k", "gae or grpo or policy_loss or value_loss or filter or token_level or logprob"],
+    ["tests/test_envs.py", "-k", "sokoban or parse"],
+    ["tests/test_envs.py", "-k", "frozenlake or bandit_payouts"])
 
 
-def pytest_runs(copy, *runs):
-    """[(exit code, stdout)] of `python -m pytest -q -p no:cacheprovider ARGS` in the copy, for each ARGS of runs."""
-    done = subprocess.run([sys.executable, "-c", PYTEST_RUNS, json.dumps(runs)], cwd=copy, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [tuple(run) for run in json.loads(done.stdout.splitlines()[-1])]
+@pytest.fixture(scope="module")
+def in_the_copy(student_copy):
+    """{what: the finished process} of the three programs above, run in the copy two at a time: each spends
+    seconds importing torch."""
+    jobs = {"pytest": (PYTEST_RUNS, json.dumps(MARKED_AND_UNMARKED)), "stubs": (call_the_stubs(),),
+            "untouched": (RUN_THE_UNTOUCHED_PARTS,)}
+    return dict(zip(jobs, two_at_once(lambda job: run_python(student_copy, *job), jobs.values())))
 
 
 @instructor_only
 @pytest.mark.slow
-def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(student_copy):
-    (code, out), (envs_code, envs_out), (untouched_code, untouched_out) = pytest_runs(
-        student_copy,
-        ["tests/test_starpo.py", "-k", "gae or grpo or policy_loss or value_loss or filter or token_level or logprob"],
-        ["tests/test_envs.py", "-k", "sokoban or parse"],
-        ["tests/test_envs.py", "-k", "frozenlake or bandit_payouts"])
+def test_every_stub_raises_and_names_its_exercise(student_copy, in_the_copy):
+    done = in_the_copy["stubs"]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    for exercise, function in EXERCISES.items():
+        assert lines[function] == f"exercise {exercise}: implement this (see course/{exercise}.md)", done.stdout
+        assert (student_copy / "course" / f"{exercise}.md").is_file(), exercise
+
+
+@instructor_only
+@pytest.mark.slow
+def test_the_untouched_parts_run_in_the_copy(student_copy, in_the_copy):
+    """Unmarked code is the project's own: FrozenLake and the Bandit play, the trainer imports, unmarked
+    starpo works. (Sokoban needs ex1: its moves are the exercise.)"""
+    done = in_the_copy["untouched"]
+    assert done.returncode == 0 and done.stdout.strip() == "2.0", done.stderr
+    assert not (student_copy / "course" / "hidden").exists()
+    assert "course/grade.py" in (student_copy / "START_HERE.md").read_text()
+
+
+@instructor_only
+@pytest.mark.slow
+def test_tests_of_the_marked_functions_fail_on_the_stubs_and_others_pass(in_the_copy):
+    done = in_the_copy["pytest"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    (code, out), (envs_code, envs_out), (untouched_code, untouched_out) = json.loads(done.stdout.splitlines()[-1])
     assert code == 1 and "NotImplementedError: exercise" in out
     assert "passed" not in out.splitlines()[-1]  # every one of them fails on the stubs
     assert envs_code == 1 and "passed" not in envs_out.splitlines()[-1]
@@ -273,14 +289,41 @@ def points(report, part=None):
     return sum(r["score"] for r in rows), sum(r["max_score"] for r in rows)
 
 
+def solution_with(where, module, old, new):
+    """A submission folder: the solution's exercised modules, `old` replaced by `new` once in `module`."""
+    where.mkdir()
+    for name in MODULES:
+        text = (ROOT / f"{name}.py").read_text()
+        if name == module:
+            assert text.count(old) == 1
+            text = text.replace(old, new)
+        (where / f"{name}.py").write_text(text)
+    return where
+
+
+@pytest.fixture(scope="module")
+def gradings(student_copy, tmp_path_factory):
+    """{name: grade()'s result} of the two tests below, two gradings at a time, the longest first: a grading
+    spends most of its seconds in one process on one core (importing torch, running one exercise's tests), and the
+    endless loop burns one core per test until its time limit."""
+    where = tmp_path_factory.mktemp("submissions")
+    broken = solution_with(where / "syntax", "starpo", "def compute_gae(", "def compute_gae(:")
+    looping = solution_with(where / "loop", "starpo", "    # BEGIN SOLUTION ex4-gae\n",
+                            "    # BEGIN SOLUTION ex4-gae\n    while True:\n        pass\n")
+    jobs = {"solution": (ROOT, "--hidden"), "stubs": (student_copy,),
+            "endless loop": (ROOT, "--submission", str(looping), "--only", "ex4-gae", "--timeout", "1"),
+            "syntax error": (ROOT, "--submission", str(broken), "--only", "ex1-sokoban", "ex3-token-rewards"),
+            "no hidden tests": (student_copy, "--hidden")}
+    return dict(zip(jobs, two_at_once(lambda job: grade(*job), jobs.values())))
+
+
 @instructor_only
 @pytest.mark.slow
-def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy):
+def test_grading_gives_the_solution_every_point_and_the_stubs_none(gradings):
     """course/grade.py: the solution passes every visible and hidden test of every exercise; in the student copy
     every test fails on the stubs, each named with its message. results.json is Gradescope's, with one row per
     visible test and one per exercise for its hidden tests; the teacher's report has a row per test."""
-    (report, teacher, done), (stubs, _, stubs_done) = two_at_once(lambda where: grade(*where),
-                                                                  [(ROOT, "--hidden"), (student_copy,)])
+    (report, teacher, done), (stubs, _, stubs_done) = gradings["solution"], gradings["stubs"]
     assert report is not None, done.stderr
     assert report["score"] == teacher["score"] == sum(points for *_, points in adapters.EXERCISES.values()), done.stdout
     for exercise in EXERCISES:
@@ -301,36 +344,21 @@ def test_grading_gives_the_solution_every_point_and_the_stubs_none(student_copy)
             in stubs_done.stdout)
 
 
-def solution_with(where, module, old, new):
-    """A submission folder: the solution's exercised modules, `old` replaced by `new` once in `module`."""
-    where.mkdir()
-    for name in MODULES:
-        text = (ROOT / f"{name}.py").read_text()
-        if name == module:
-            assert text.count(old) == 1
-            text = text.replace(old, new)
-        (where / f"{name}.py").write_text(text)
-    return where
-
-
 @instructor_only
 @pytest.mark.slow
-def test_the_grader_survives_a_syntax_error_an_infinite_loop_and_no_hidden_tests(student_copy, tmp_path):
-    broken = solution_with(tmp_path / "syntax", "starpo", "def compute_gae(", "def compute_gae(:")
-    report, _, done = grade(ROOT, "--submission", str(broken), "--only", "ex1-sokoban", "ex3-token-rewards")
+def test_the_grader_survives_a_syntax_error_an_infinite_loop_and_no_hidden_tests(gradings):
+    report, _, done = gradings["syntax error"]
     assert report is not None, done.stderr
     assert points(report) == (10, 20), done.stdout  # envs.py's exercise keeps its points
     [row] = [r for r in report["tests"] if r["name"].startswith("ex3-token-rewards")]
     assert "could not import" in row["output"] and "SyntaxError" in row["output"] and "starpo.py" in row["output"]
     assert row["max_score"] == 10
 
-    looping = solution_with(tmp_path / "loop", "starpo", "    # BEGIN SOLUTION ex4-gae\n",
-                            "    # BEGIN SOLUTION ex4-gae\n    while True:\n        pass\n")
-    report, _, done = grade(ROOT, "--submission", str(looping), "--only", "ex4-gae", "--timeout", "2")
+    report, _, done = gradings["endless loop"]
     assert report is not None and points(report) == (0, 15), done.stdout
     assert all("time limit" in r["output"] for r in report["tests"]), report
 
-    report, _, done = grade(student_copy, "--hidden")
+    report, _, done = gradings["no hidden tests"]
     assert done.returncode == 2 and report is None and "Traceback" not in done.stderr
     assert "--hidden needs the hidden tests" in done.stderr and "course/hidden" in done.stderr
 
@@ -434,13 +462,15 @@ def mutated(exercise, patches):
 
 # Grades mutants in one process (torch is imported once): each mutant's module replaces the real one in
 # sys.modules, the test modules are imported afresh, and grade.py's plugin and its reading of the events score
-# each part (the visible and the hidden tests) by the tests' weights.
+# each part (the visible and the hidden tests) by the tests' weights. What is imported before the first mutant is
+# frozen out of the cycle collector's full passes, which end each pytest.main (as in grade.py's server).
 MUTANT_GRADER = """
-import json, os, sys, types
-import pytest
+import gc, json, os, sys, types
+import pytest, torch, transformers
 root, todo, out = sys.argv[1:4]
 sys.path[:0] = [os.path.join(root, "course"), root]
 import grade, grading_plugin
+gc.freeze()
 # Installed packages may live under the root too (a virtual environment in the checkout): never theirs.
 installed = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix})
 def own(module):

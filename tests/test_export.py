@@ -16,6 +16,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import config  # noqa: E402
 import export  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = [os.path.join(ROOT, "config.yaml")] + sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
@@ -372,20 +373,34 @@ def test_no_value_from_a_run_folder_runs_as_a_command(hostile, tmp_path, capsys)
         assert arrived == set(CARRIED.values())
 
 
+HOSTILE_RUNS = [("model.name", "config"), ("the run folder", "name")]  # (what holds the command, where it is)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """{place: (the folder of its run, `python ragen_mini.py --export ragen RUN`)} of both runs below, two at a
+    time: each process spends seconds importing torch."""
+    def export_run(place):
+        folder = tmp_path_factory.mktemp("export")
+        cfg = config.load_config(None)
+        if place == "config":
+            cfg["model"]["name"] = "meta-llama/Llama-3.2-1B\ntouch PWNED #"
+        run = folder / ("run\ntouch PWNED #" if place == "name" else "run")
+        write_run(str(run), cfg)
+        command = [sys.executable, os.path.join(ROOT, "ragen_mini.py"), "--export", "ragen", str(run)]
+        return folder, subprocess.run(command, capture_output=True, text=True, timeout=300)
+    places = [place for _, place in HOSTILE_RUNS]
+    return dict(zip(places, two_at_once(export_run, places)))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("what, place", [("model.name", "config"), ("the run folder", "name")])
-def test_ragen_mini_command_line_prints_no_command_from_the_run(what, place, tmp_path):
+@pytest.mark.parametrize("what, place", HOSTILE_RUNS)
+def test_ragen_mini_command_line_prints_no_command_from_the_run(what, place, exported):
     """End to end, as a user runs it: `python ragen_mini.py --export ragen RUN > cmd.sh; . cmd.sh`."""
-    cfg = config.load_config(None)
-    if place == "config":
-        cfg["model"]["name"] = "meta-llama/Llama-3.2-1B\ntouch PWNED #"
-    run = tmp_path / ("run\ntouch PWNED #" if place == "name" else "run")
-    write_run(str(run), cfg)
-    command = [sys.executable, os.path.join(ROOT, "ragen_mini.py"), "--export", "ragen", str(run)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    folder, done = exported[place]
     assert done.returncode == 0, done.stderr
-    for status, calls in source(done.stdout, str(tmp_path)):
-        assert status == 0 and not (tmp_path / "PWNED").exists() and calls["python"][0] == "train.py"
+    for status, calls in source(done.stdout, str(folder)):
+        assert status == 0 and not (folder / "PWNED").exists() and calls["python"][0] == "train.py"
     assert "run\\ntouch PWNED #" in done.stdout if place == "name" else "1B\\ntouch PWNED #" in done.stdout
 
 

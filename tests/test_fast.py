@@ -43,6 +43,7 @@ import starpo  # noqa: E402
 from test_starpo import check_gae_against_stored, gae_cases, multi_turn_mask  # noqa: E402
 from test_trainer import BANDIT, CPU, TINY_YAML, chat_of, ns, sharpened, tok_actor  # noqa: E402,F401
 from test_trainer import SMALL as SMALL_RUN  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 
 
 def prefills(monkeypatch):
@@ -644,17 +645,13 @@ def test_a_lone_row_is_scored_by_starpos_own_log_softmax(monkeypatch):
 # ================================================================================================
 # rollout.engine, the one switch
 # ================================================================================================
-@pytest.mark.slow
-def test_the_readable_path_never_imports_the_fast_package(tmp_path):
-    """A fresh process trains one tiny iteration with rollout.engine=hf, and one with auto on the CPU (which
-    resolves to hf): neither imports fast/. The same process then switches it on with rollout.engine=fast."""
-    script = f"""
+READABLE_ONLY = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 import config, models, ragen_mini
 overrides = {[*SMALL_RUN, *BANDIT, "train.iterations=1", "eval.every=0"]!r}
 for engine in ("hf", "auto"):
-    ragen_mini.main(["--config", {TINY_YAML!r}, *overrides, f"run_dir={tmp_path}/" + engine,
+    ragen_mini.main(["--config", {TINY_YAML!r}, *overrides, f"run_dir={{sys.argv[1]}}/" + engine,
                      f"rollout.engine={{engine}}"])
     assert "fast" not in sys.modules and "fast.decoder" not in sys.modules, engine
 cfg = config.namespace(config.load_config({TINY_YAML!r}, [*overrides, "rollout.engine=fast"]))
@@ -663,8 +660,29 @@ assert models.resolve_engine(cfg, actor, models.train_device(cfg)) == "fast"
 assert models.choose_engine(cfg, actor, models.train_device(cfg)).fast is sys.modules["fast"]
 print("ok")
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def command_lines(tmp_path_factory):
+    """{test: (its folder, its finished process)} of the two tests below that start Python processes of their
+    own, two at a time: READABLE_ONLY, and bench/compare.py, which trains in one process after the other. Each
+    spends seconds importing torch and trains the tiny model, mostly on one core."""
+    readable, runs = tmp_path_factory.mktemp("readable"), tmp_path_factory.mktemp("compare") / "runs"
+    commands = {"readable": (readable, readable, [sys.executable, "-c", READABLE_ONLY, str(readable)]),
+                "compare": (runs, ROOT, [sys.executable, "bench/compare.py", str(ROOT), "--bench", "3", "--config",
+                                         TINY_YAML, "--runs", str(runs), *SMALL_RUN, *BANDIT, "warmup.steps=0"])}
+
+    def run(name):
+        folder, cwd, command = commands[name]
+        return folder, subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return dict(zip(commands, two_at_once(run, commands)))
+
+
+@pytest.mark.slow
+def test_the_readable_path_never_imports_the_fast_package(command_lines):
+    """A fresh process trains one tiny iteration with rollout.engine=hf, and one with auto on the CPU (which
+    resolves to hf): neither imports fast/. The same process then switches it on with rollout.engine=fast."""
+    _, done = command_lines["readable"]
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
@@ -733,14 +751,11 @@ def test_compare_gives_a_checkout_from_before_the_engine_its_old_keys(tmp_path):
 
 
 @pytest.mark.slow
-def test_compare_trains_a_preset_in_each_checkout_and_tables_the_medians(tmp_path):
+def test_compare_trains_a_preset_in_each_checkout_and_tables_the_medians(command_lines):
     """bench/compare.py --config: K iterations of a preset in each checkout (here this one twice), run folders
     under --runs; each table line holds the median over both runs' iterations 2..K, recomputed here from their
     metrics.jsonl, and the generation time per decoding step."""
-    runs = tmp_path / "runs"
-    done = subprocess.run([sys.executable, "bench/compare.py", str(ROOT), "--bench", "3", "--config", TINY_YAML,
-                           "--runs", str(runs), *SMALL_RUN, *BANDIT, "warmup.steps=0"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    runs, done = command_lines["compare"]
     assert done.returncode == 0, done.stderr[-3000:]
     folders = sorted(runs.iterdir())
     assert len(folders) == 2

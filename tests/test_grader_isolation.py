@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "course"))
 import grade as grader  # noqa: E402
+from helpers import two_at_once  # noqa: E402
 from make_student_copy import make_student_copy, stub_regions  # noqa: E402
 
 instructor_only = pytest.mark.skipif(not (ROOT / "course" / "hidden").is_dir(),
@@ -52,6 +53,12 @@ def run_grader(folder, *args, timeout=600):
                for path in (out / "results.json", out / "teacher.json")]
     shutil.rmtree(out)
     return (*reports, done, seconds)
+
+
+def at_once(*jobs):
+    """[job() for job in jobs], two at a time: an attack's control and its grading are processes of their own,
+    each mostly on one core."""
+    return two_at_once(lambda job: job(), jobs)
 
 
 def plain_pytest(copy, test_file, pythonpath="."):
@@ -128,12 +135,16 @@ def test_files_beside_the_exercised_ones_are_never_used(attack, student_copy, tm
     for path, text in files.items():
         (control / path).write_text(text)
     if pythonpath is None:  # the student's own grader, run in their copy, says what the fake plugin says
-        report, _, done, _ = run_grader_in_copy(control)
+        attacked, graded = at_once(lambda: run_grader_in_copy(control),
+                                   lambda: run_grader(control, "--only", "ex5-grpo", "--hidden"))
+        report, _, done, _ = attacked
         assert report["score"] == 10, done.stdout[-2000:]
     else:  # plain pytest with the files on its path passes every stubbed test
-        assert plain_pytest(control, "course/tests/test_ex5_grpo.py", pythonpath) >= 4
+        passed, graded = at_once(lambda: plain_pytest(control, "course/tests/test_ex5_grpo.py", pythonpath),
+                                 lambda: run_grader(control, "--only", "ex5-grpo", "--hidden"))
+        assert passed >= 4
 
-    report, teacher, done, _ = run_grader(control, "--only", "ex5-grpo", "--hidden")
+    report, teacher, done, _ = graded
     assert report is not None, done.stderr[-2000:]
     assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
     assert all("NotImplementedError: exercise ex5-grpo" in row["output"] for row in teacher["tests"]), teacher
@@ -185,10 +196,11 @@ def test_a_pytest_hook_registered_from_starpo_py_earns_nothing(student_copy, tmp
     control = tmp_path / "control"
     shutil.copytree(student_copy, control)
     (control / "starpo.py").write_text((control / "starpo.py").read_text() + MARK_PASSED)
-    assert plain_pytest(control, "course/tests/test_ex5_grpo.py") >= 4
-
     folder = submission(tmp_path / "submission", edit={"starpo": lambda text: text + MARK_PASSED})
-    report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo", "ex4-gae", "--hidden")
+    passed, (report, teacher, done, _) = at_once(
+        lambda: plain_pytest(control, "course/tests/test_ex5_grpo.py"),
+        lambda: run_grader(folder, "--only", "ex5-grpo", "ex4-gae", "--hidden"))
+    assert passed >= 4
     assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
     assert len(teacher["tests"]) >= 16  # every visible and hidden test ran, and none passed
 
@@ -213,12 +225,11 @@ _patch_the_graders_writer()
 
 @instructor_only
 @pytest.mark.slow
-def test_patching_the_grading_plugins_writer_from_starpo_py_earns_nothing(tmp_path):
+def test_patching_the_grading_plugins_writer_from_starpo_py_earns_nothing(graded_attacks):
     """A plugin that writes each result with a function of its own (grading_plugin._write) could have it replaced
     from starpo.py by one that writes "passed": true. Results travel as events the parent judges; there is no
     such writer to replace."""
-    folder = submission(tmp_path / "submission", edit={"starpo": lambda text: text + PATCH_THE_WRITER})
-    report, teacher, done, _ = run_grader(folder, "--only", "ex5-grpo", "--hidden")
+    report, teacher, done, _ = graded_attacks["the writer patched"]
     assert report["score"] == 0 and teacher["score"] == 0, done.stdout[-2000:]
     assert all("NotImplementedError: exercise ex5-grpo" in row["output"] for row in teacher["tests"]), teacher
 
@@ -259,16 +270,18 @@ def test_a_detached_process_cannot_rewrite_the_results_after_the_grader(tmp_path
     control_marker, control_target = tmp_path / "control-pids", tmp_path / "control.json"
     control = submission(tmp_path / "control", edit={"starpo": lambda t: t + rewrite_later(control_marker,
                                                                                          [control_target])})
-    subprocess.run([sys.executable, "-c", "import starpo"], cwd=control, check=True, timeout=120)
-    deadline = time.monotonic() + 60
-    while not control_target.exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert json.loads(control_target.read_text())["score"] == 130  # unguarded, the attack works
-
     marker = tmp_path / "pids"
     folder = submission(tmp_path / "submission", edit={"starpo": lambda t: t + rewrite_later(marker, [results])})
-    done = subprocess.run([sys.executable, str(ROOT / "course" / "grade.py"), "--submission", str(folder), "--only",
-                           "ex5-grpo", "--json", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    def attack_unguarded():
+        subprocess.run([sys.executable, "-c", "import starpo"], cwd=control, check=True, timeout=120)
+        deadline = time.monotonic() + 60
+        while not control_target.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    _, done = at_once(attack_unguarded, lambda: subprocess.run(
+        [sys.executable, str(ROOT / "course" / "grade.py"), "--submission", str(folder), "--only", "ex5-grpo",
+         "--json", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=600))
+    assert json.loads(control_target.read_text())["score"] == 130  # unguarded, the attack works
     assert done.returncode == 0, done.stderr[-2000:]
     pids = [int(line) for line in marker.read_text().split()]
     assert pids  # the attack ran: the probe and the test processes imported starpo.py
@@ -355,16 +368,50 @@ def hidden_giveaways():
     return {line for line in found if line not in shipped}
 
 
+def appended(code):
+    """An edit of a module's text: CODE put at its end."""
+    return lambda text: text + code
+
+
+def gae_through_observations(text):
+    """starpo.py's GAE stepping through observation tokens too: the textbook loop."""
+    for old, new in (("next_value = torch.where(m, values[:, t], next_value)", "next_value = values[:, t]"),
+                     ("next_adv = torch.where(m, adv_t, next_adv)", "next_adv = adv_t")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    return text
+
+
+READERS = ["at import", "in a test"]
+ATTACKS = {  # the attacks with no control: name -> (submission()'s keywords, grade.py's arguments)
+    "the writer patched": ({"edit": {"starpo": appended(PATCH_THE_WRITER)}}, ["--only", "ex5-grpo", "--hidden"]),
+    **{f"hidden files read {where}": ({"solved": grader.MODULES, "edit": {"starpo": appended(hidden_reader(where))}},
+                                      ["--only", "ex4-gae", "--hidden"]) for where in READERS},
+    "GAE through observations": ({"solved": grader.MODULES, "edit": {"starpo": gae_through_observations}},
+                                 ["--only", "ex4-gae", "--hidden"]),
+}
+
+
+@pytest.fixture(scope="module")
+def graded_attacks(tmp_path_factory):
+    """{attack: run_grader's result} of ATTACKS, two at a time: a grading spends most of its seconds in one process
+    on one core."""
+    where = tmp_path_factory.mktemp("attacks")
+
+    def grade(name):
+        keywords, args = ATTACKS[name]
+        return run_grader(submission(where / name, **keywords), *args)
+    return dict(zip(ATTACKS, two_at_once(grade, ATTACKS)))
+
+
 @instructor_only
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["at import", "in a test"])
-def test_hidden_files_read_by_student_code_never_reach_students(where, tmp_path):
+@pytest.mark.parametrize("where", READERS)
+def test_hidden_files_read_by_student_code_never_reach_students(where, graded_attacks):
     """The hidden tests are not in the graded tree while the visible tests run; student code that finds the
     instructor's copy and raises its text (or prints it) has that text withheld from every message students see.
     The teacher's report keeps it, which shows that the attack did read the files."""
-    folder = submission(tmp_path / "submission", solved=grader.MODULES,
-                        edit={"starpo": lambda text: text + hidden_reader(where)})
-    report, teacher, done, _ = run_grader(folder, "--only", "ex4-gae", "--hidden")
+    report, teacher, done, _ = graded_attacks[f"hidden files read {where}"]
     assert report is not None, done.stderr[-2000:]
     giveaways = hidden_giveaways()
     assert len(giveaways) > 50
@@ -377,19 +424,11 @@ def test_hidden_files_read_by_student_code_never_reach_students(where, tmp_path)
 
 @instructor_only
 @pytest.mark.slow
-def test_results_json_shows_students_no_hidden_test_name_or_message(tmp_path):
+def test_results_json_shows_students_no_hidden_test_name_or_message(graded_attacks):
     """A GAE that does not skip observation tokens fails hidden tests: the teacher's report names them with their
     messages; results.json gives each exercise's hidden tests one row (how many passed, the points), and hides the
     grader's stdout, which prints the full report."""
-    def no_skip(text):
-        for old, new in (("next_value = torch.where(m, values[:, t], next_value)", "next_value = values[:, t]"),
-                         ("next_adv = torch.where(m, adv_t, next_adv)", "next_adv = adv_t")):
-            assert text.count(old) == 1
-            text = text.replace(old, new)
-        return text
-
-    folder = submission(tmp_path / "submission", solved=grader.MODULES, edit={"starpo": no_skip})
-    report, teacher, done, _ = run_grader(folder, "--only", "ex4-gae", "--hidden")
+    report, teacher, done, _ = graded_attacks["GAE through observations"]
     hidden = [r for r in teacher["tests"] if r["visibility"] == "after_published"]
     failed = [r for r in hidden if r["score"] < r["max_score"]]
     assert len(hidden) >= 4 and failed and all(r["output"] for r in failed)

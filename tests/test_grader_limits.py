@@ -105,13 +105,57 @@ def hang_or_exit(text):
         "        import os\n        os._exit(0)\n"))
 
 
+def before_the_first_function(lines):
+    """An edit of a module's text: LINES put just before its first top-level function."""
+    def edit(text):
+        first = text.index("\ndef ")
+        return text[:first] + "\n" + lines + text[first:]
+    return edit
+
+
+hang_at_import = before_the_first_function("while True:\n    pass\n")
+syntax_error = before_the_first_function("def broken(:\n    pass\n")
+
+
+def clip_after_the_step(text):
+    old = ("    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
+           "    if torch.isfinite(grad_norm):\n        optimizer.step()\n")
+    assert text.count(old) == 1
+    return text.replace(old, "    optimizer.step()\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                             "cfg.algo.grad_clip)\n    if torch.isfinite(grad_norm):\n        pass\n")
+
+
+NEED_STARPO = ["ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex8-filter", "ex12-update"]
+# START_HERE.md's table: for each exercised file, the exercises a syntax error in it zeroes
+ZEROED = {"envs": "ex1, ex2, ex9, ex10, ex11, ex12", "starpo": "ex3, ex4, ex5, ex6, ex7, ex8, ex10, ex11, ex12",
+          "rollout": "ex9, ex10, ex11, ex12", "ragen_mini": "ex10, ex11, ex12"}
+GRADINGS = {  # name -> (the solution's modules edited, grade.py's arguments)
+    "import hangs": ({"starpo": hang_at_import},
+                     ["--only", *NEED_STARPO, "--jobs", "1", "--import-timeout", "10", "--hidden"]),
+    **{f"syntax error in {module}": ({module: syntax_error}, []) for module in ZEROED},
+    "clipped after the step": ({"ragen_mini": clip_after_the_step}, ["--only", "ex12-update"]),
+    "too long": ({"starpo": hang_or_exit}, ["--only", "ex4-gae", "--timeout", "3"]),
+}
+
+
+@pytest.fixture(scope="module")
+def gradings(tmp_path_factory):
+    """{name: run_grader's result} of every grading above, two at a time (the longest first): a grading spends
+    most of its time in one process on one core, importing torch or running one exercise's tests."""
+    where = tmp_path_factory.mktemp("gradings")
+
+    def grade(name):
+        edit, args = GRADINGS[name]
+        return run_grader(submission(where / name, solved=grader.MODULES, edit=edit), *args)
+    return dict(zip(GRADINGS, two_at_once(grade, GRADINGS)))
+
+
 @instructor_only
 @pytest.mark.slow
-def test_a_test_that_runs_too_long_or_ends_its_process_costs_only_itself(tmp_path):
+def test_a_test_that_runs_too_long_or_ends_its_process_costs_only_itself(gradings):
     """One of ex4's tests loops forever and another ends the test process: each fails with its reason, the tests
     after them run in fresh processes and pass, and the whole takes about one time limit."""
-    folder = submission(tmp_path / "submission", solved=grader.MODULES, edit={"starpo": hang_or_exit})
-    report, teacher, done, seconds = run_grader(folder, "--only", "ex4-gae", "--timeout", "3")
+    report, teacher, done, seconds = gradings["too long"]
     rows = {r["name"].split(": ")[1]: r for r in teacher["tests"]}
     assert rows["test_gamma_lam_one_gives_reward_to_go_minus_value"]["output"] == (
         "did not finish within the 3 s time limit of one test")
@@ -123,30 +167,16 @@ def test_a_test_that_runs_too_long_or_ends_its_process_costs_only_itself(tmp_pat
     assert seconds < 60, seconds
 
 
-def before_the_first_function(lines):
-    """An edit of a module's text: LINES put just before its first top-level function."""
-    def edit(text):
-        first = text.index("\ndef ")
-        return text[:first] + "\n" + lines + text[first:]
-    return edit
-
-
-hang_at_import = before_the_first_function("while True:\n    pass\n")
-
-
 @instructor_only
 @pytest.mark.slow
-def test_an_import_that_hangs_costs_its_exercises_once(tmp_path):
+def test_an_import_that_hangs_costs_its_exercises_once(gradings):
     """starpo.py loops forever at import: the import check waits its limit once, then every exercise that needs
     starpo.py (ragen_mini.py's too) gets 0 with one message, one at a time (--jobs 1) and without waiting again;
     envs.py's exercise keeps its points."""
-    folder = submission(tmp_path / "submission", solved=grader.MODULES, edit={"starpo": hang_at_import})
-    exercises = ["ex1-sokoban", "ex3-token-rewards", "ex4-gae", "ex5-grpo", "ex8-filter", "ex12-update"]
-    report, teacher, done, seconds = run_grader(folder, "--only", *exercises, "--jobs", "1",
-                                                "--import-timeout", "10", "--hidden")
+    report, teacher, done, seconds = gradings["import hangs"]
     assert seconds < 35, seconds  # five exercises waiting 10 s each would take 50
     rows = {r["name"]: r for r in teacher["tests"]}
-    for exercise in exercises[1:5]:
+    for exercise in NEED_STARPO[1:5]:
         row = rows[f"{exercise}: could not import starpo.py"]
         assert row["score"] == 0 and row["max_score"] == grader.EXERCISES[exercise][2]
         assert row["output"] == ("could not import starpo.py: its import did not finish within 10 s (an endless "
@@ -157,38 +187,24 @@ def test_an_import_that_hangs_costs_its_exercises_once(tmp_path):
     assert report["score"] == 10 and teacher["modules"]["envs"] is None
 
 
-def clip_after_the_step(text):
-    old = ("    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.algo.grad_clip)\n"
-           "    if torch.isfinite(grad_norm):\n        optimizer.step()\n")
-    assert text.count(old) == 1
-    return text.replace(old, "    optimizer.step()\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), "
-                             "cfg.algo.grad_clip)\n    if torch.isfinite(grad_norm):\n        pass\n")
-
-
 @instructor_only
 @pytest.mark.slow
-def test_the_summary_line_shows_the_assertions_own_message(tmp_path):
+def test_the_summary_line_shows_the_assertions_own_message(gradings):
     """ex12 with the gradient clipped after the step fails `assert torch.allclose(actor.w...), actor.w`: the
     summary line shows the weights the student's update left, not just 'AssertionError: Parameter...'."""
-    folder = submission(tmp_path / "submission", solved=grader.MODULES, edit={"ragen_mini": clip_after_the_step})
-    report, _, done, _ = run_grader(folder, "--only", "ex12-update")
+    report, _, done, _ = gradings["clipped after the step"]
     [line] = [line for line in report["output"].splitlines() if "test_the_gradient_is_clipped_before_the_step" in line]
     assert line.endswith(": Parameter containing: tensor([0., 3., 4., 0., 0., 0., 0., 0.], requires_grad=True)")
 
 
-syntax_error = before_the_first_function("def broken(:\n    pass\n")
-
-
 @instructor_only
 @pytest.mark.slow
-def test_the_handout_says_what_a_syntax_error_costs_and_the_grader_agrees(tmp_path):
+def test_the_handout_says_what_a_syntax_error_costs_and_the_grader_agrees(gradings):
     """START_HERE.md's table: for each exercised file, the exercises a syntax error in it zeroes; the grader,
     given the solution with that one error, zeroes exactly those (and starpo.py's takes one test of ex9)."""
     from make_student_copy import START_HERE
-    zeroed = {"envs": "ex1, ex2, ex9, ex10, ex11, ex12", "starpo": "ex3, ex4, ex5, ex6, ex7, ex8, ex10, ex11, ex12",
-              "rollout": "ex9, ex10, ex11, ex12", "ragen_mini": "ex10, ex11, ex12"}
-    folders = [submission(tmp_path / module, solved=grader.MODULES, edit={module: syntax_error}) for module in zeroed]
-    for (module, listed), (_, teacher, done, _) in zip(zeroed.items(), two_at_once(run_grader, folders)):
+    for module, listed in ZEROED.items():
+        _, teacher, done, _ = gradings[f"syntax error in {module}"]
         assert f"| `{module}.py` | {listed}" in START_HERE
         scores = {x: sum(r["score"] for r in teacher["tests"] if r["name"].startswith(x + " ") or
                          r["name"].startswith(x + ":")) for x in grader.EXERCISES}

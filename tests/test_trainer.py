@@ -25,7 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers import BANDIT, TINY_YAML, Recorder, llm_policy  # noqa: E402
+from helpers import BANDIT, TINY_YAML, Recorder, llm_policy, two_at_once  # noqa: E402
 import bookkeeping  # noqa: E402
 import evaluation  # noqa: E402
 import config  # noqa: E402
@@ -1198,14 +1198,24 @@ def test_resume_gives_the_same_next_iteration(resume_runs):
         assert torch.allclose(value, state_b["critic"][name], atol=1e-6), name
 
 
+# The run never stopped that the stopped and resumed runs below are held to: 4 iterations of Sokoban, evaluated
+# every 3 (at 0, 3 and 4). Each stopped run saves its checkpoints at its own pace (checkpoint.every), which must
+# change none of its numbers, so one straight run serves them all.
+FOUR = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "eval.every=3", "train.iterations=4"]
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    return run_main(tmp_path_factory.mktemp("straight"), *FOUR, "checkpoint.every=1", name="a")
+
+
 @pytest.mark.slow
-def test_extending_a_finished_run_equals_not_stopping(tmp_path):
+def test_extending_a_finished_run_equals_not_stopping(straight_run, tmp_path):
     """Run A: 4 iterations straight. Run B: 2 iterations, then --resume to 4. Evaluations every 3 iterations: B's
     last iteration evaluates off that grid, which A's iteration 2 does not; extended, B forgets that evaluation, and
     its metrics.jsonl and samples.md's evaluations equal A's, eval rows included."""
-    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=1", "eval.every=3"]
-    run_a = run_main(tmp_path, *common, "train.iterations=4", name="a")
-    run_b = run_main(tmp_path, *common, "train.iterations=2", name="b")
+    run_a = straight_run
+    run_b = run_main(tmp_path, *FOUR, "checkpoint.every=1", "train.iterations=2", name="b")
     assert "eval/success" in read_lines(run_b)[2]  # a finished run ends with an evaluation
     ragen_mini.main(["--resume", str(run_b), "train.iterations=4"])
     lines_a, lines_b = read_lines(run_a), read_lines(run_b)
@@ -1216,13 +1226,11 @@ def test_extending_a_finished_run_equals_not_stopping(tmp_path):
 
 
 @pytest.mark.slow
-def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
+def test_resuming_after_a_crash_equals_not_stopping(straight_run, tmp_path, monkeypatch):
     """Run B crashes in iteration 4, after its checkpoint at 2 and after writing iteration 3's metrics and
     evaluation; resumed, iterations 3 and 4 equal those of run A, never stopped, and samples.md holds each
     evaluation once."""
-    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=2", "eval.every=3",
-              "train.iterations=4"]
-    run_a = run_main(tmp_path, *common, name="a")
+    run_a = straight_run
     real_rollout, training_calls = ragen_mini.play_episodes, []
 
     def crashing_rollout(policy, chat, cfg, seeds, group_ids):
@@ -1233,7 +1241,7 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ragen_mini, "play_episodes", crashing_rollout)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run_main(tmp_path, *common, name="b")
+        run_main(tmp_path, *FOUR, "checkpoint.every=2", name="b")
     run_b = tmp_path / "b"
     assert [line["iteration"] for line in read_lines(run_b)] == [0, 1, 2, 3]
     monkeypatch.setattr(ragen_mini, "play_episodes", real_rollout)
@@ -1248,14 +1256,12 @@ def test_resuming_after_a_crash_equals_not_stopping(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_runs_chained_by_the_time_limit_equal_one_straight_run(tmp_path):
+def test_runs_chained_by_the_time_limit_equal_one_straight_run(straight_run, tmp_path):
     """A time limit of 0.06 s stops each call after its first iteration, with an evaluation and a
     checkpoint; three --resume calls chain it to 4 iterations, which must equal a run never stopped, eval rows
     included: each call forgets the evaluation its predecessor made off the eval.every grid."""
-    common = ["env.name=sokoban", "algo.estimator=gae", "warmup.steps=0", "checkpoint.every=50", "eval.every=3",
-              "train.iterations=4"]
-    run_a = run_main(tmp_path, *common, name="a")
-    run_b = run_main(tmp_path, *common, "train.time_limit_min=0.001", name="b")
+    run_a = straight_run
+    run_b = run_main(tmp_path, *FOUR, "checkpoint.every=50", "train.time_limit_min=0.001", name="b")
     for stop in (1, 2, 3):
         assert [line["iteration"] for line in read_lines(run_b)][-1] == stop
         assert "eval/success" in read_lines(run_b)[-1]  # every call ends with an evaluation
@@ -1335,23 +1341,37 @@ ragen_mini.main({argv!r})
 """
 
 
+STALLS = [(1, 0, 0.05), (2, 1, 0.15)]  # (stuck in iteration, checkpoint.every, train.stall_min)
+
+
+@pytest.fixture(scope="module")
+def stalled_runs(tmp_path_factory):
+    """{stall: (the finished process, its seconds, its run folder)} of both stalled runs below, started together:
+    each spends most of its time waiting for its watchdog, and that wait need not be paid twice."""
+    def stall(case):
+        stuck_in, every, stall_min = case
+        run_dir = tmp_path_factory.mktemp("stalled") / "run"
+        argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", f"train.stall_min={stall_min}",
+                f"checkpoint.every={every}", f"run_dir={run_dir}"]
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", STALLED.format(root=str(ROOT), argv=argv, stuck_at=stuck_in)],
+                              capture_output=True, text=True, timeout=300)
+        return done, time.monotonic() - started, run_dir
+    return dict(zip(STALLS, two_at_once(stall, STALLS)))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stuck_in, every, stall_min", [(1, 0, 0.05), (2, 1, 0.15)])
-def test_a_run_that_stops_moving_says_so_and_ends(tmp_path, stuck_in, every, stall_min):
+@pytest.mark.parametrize("stuck_in, every, stall_min", STALLS)
+def test_a_run_that_stops_moving_says_so_and_ends(stalled_runs, stuck_in, every, stall_min):
     """A rollout that never returns (a stand-in for a run waiting forever, on compile workers say): the
     watchdog says what the run was doing, prints every thread's stack (the stuck call among them) and ends the
     process with exit code 3, within seconds, not an hour; then what to do: start again when no checkpoint was
     saved (stuck in iteration 1, checkpoint.every=0), resume from the one saved at iteration 1 (stuck in 2,
     checkpoint.every=1). The rollout is the iteration's first step, so the stall cannot run out in an earlier
     one on a busy machine (3 s; 9 s where iteration 1 runs whole and saves its checkpoint)."""
-    run_dir = tmp_path / "run"
-    argv = ["--config", TINY_YAML, *SMALL, "train.iterations=2", "eval.every=0", f"train.stall_min={stall_min}",
-            f"checkpoint.every={every}", f"run_dir={run_dir}"]
-    started = time.monotonic()
-    stalled = subprocess.run([sys.executable, "-c", STALLED.format(root=str(ROOT), argv=argv, stuck_at=stuck_in)],
-                             capture_output=True, text=True, timeout=300)
+    stalled, seconds, run_dir = stalled_runs[stuck_in, every, stall_min]
     assert stalled.returncode == 3, stalled.stderr[-2000:]
-    assert time.monotonic() - started < 120
+    assert seconds < 120
     assert "error: the run has not moved for" in stalled.stderr
     assert f"while in iteration {stuck_in};" in stalled.stderr
     assert "rollout_that_never_returns" in stalled.stderr  # the stuck thread's stack
